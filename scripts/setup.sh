@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what tandem needs to build and test, skipping what is already there:
+# Debian packages (compiler, CMake, libraries) and a Python venv with the test tools.
+set -euo pipefail
+
+CACHE="${TANDEM_CACHE:-$HOME/.cache/tandem}"
+VENV="$CACHE/venv"
+
+APT_PACKAGES=(
+  g++ cmake make pkg-config python3 python3-venv
+  nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libhwy-dev libpcre2-dev libcpp-httplib-dev
+)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 openai==3.54.0 matplotlib)
+STAMP="$VENV/.tandem-packages"
+want="${PY_PACKAGES[*]}"
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating Python venv at $VENV"
+  mkdir -p "$CACHE"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
+  echo "$want" > "$STAMP"
+fi

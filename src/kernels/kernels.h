@@ -1,0 +1,65 @@
+// The narrow interface between the model and its compute kernels. The model's
+// forward pass calls only these functions; their insides (scalar reference,
+// SIMD, later CUDA) can change without the model knowing.
+//
+// Batch invariance is part of the contract: the result for one row (position)
+// never depends on how many rows share the call or what they contain, so a
+// position's logits are bit-identical in prefill, decode and verification.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace tandem::kernels {
+
+// y[m, n] = sum_k W[n, k] * x[m, k] for m < M, n < N, where W has shape {K, N}
+// (any supported weight type), x is M rows of K floats and y is M rows of N floats.
+void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& pool);
+
+// Row r of a (possibly quantized) matrix as floats (embedding lookup).
+void get_row(const TensorView& W, int64_t r, float* out);
+
+// out = x / rms(x) * w, over n elements.
+void rmsnorm(const float* x, const float* w, int n, float eps, float* out);
+
+// out = silu(gate) * up, elementwise.
+void swiglu(const float* gate, const float* up, int n, float* out);
+
+// x += b, elementwise.
+void add_inplace(float* x, const float* b, int n);
+
+enum class RopeStyle {
+  Normal,  // rotate adjacent pairs (2i, 2i+1): GGUF llama (weights pre-permuted)
+  NeoX,    // rotate pairs (i, i + d/2): qwen2, Hugging Face layout
+};
+
+// Rotate n_heads heads of head_dim values in place for position pos, using the
+// head_dim/2 inverse frequencies (any long-context scaling already applied).
+void rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style);
+
+// K and V of one layer for one sequence. Position p lives in block p / block_size
+// at row p % block_size; a row holds n_kv_heads * head_dim values of `type`
+// (F32 or F16). A contiguous cache is one block as long as the context.
+struct KVSeqView {
+  const void* const* k_blocks = nullptr;
+  const void* const* v_blocks = nullptr;
+  int block_size = 0;
+  DType type = DType::F32;
+};
+
+struct AttentionShape {
+  int n_heads;
+  int n_kv_heads;  // n_heads is a multiple: grouped-query attention
+  int head_dim;
+  float scale;     // usually 1/sqrt(head_dim)
+};
+
+// Causal attention for n_q query rows of one sequence. Row i (n_heads * head_dim
+// floats of q) sits at position pos[i] and attends to cache positions [0, pos[i]],
+// whose K/V must already be written. out has the same layout as q.
+void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
+               const AttentionShape& shape, float* out, ThreadPool& pool);
+
+}  // namespace tandem::kernels

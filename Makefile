@@ -13,7 +13,7 @@ setup:
 	@TANDEM_CACHE=$(CACHE) scripts/setup.sh
 
 build: setup
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTANDEM_PYTHON=$(PY) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 models: setup
@@ -28,7 +28,7 @@ test: build models
 
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 sanitize: setup models
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON -DTANDEM_PYTHON=$(PY) >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && TANDEM_CACHE=$(CACHE) TANDEM_PYTHON=$(PY) ctest --output-on-failure -j 2 --timeout 1800
 

@@ -19,18 +19,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+  log="$(mktemp)"
+  if ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+           "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log"
+    echo "setup: apt-get failed (see above)" >&2
+    exit 1
+  fi
+  rm -f "$log"
 fi
 
-PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 openai==3.54.0 matplotlib)
+PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 openai==3.54.0)
 STAMP="$VENV/.tandem-packages"
 want="${PY_PACKAGES[*]}"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then
   echo "setup: creating Python venv at $VENV"
   mkdir -p "$CACHE"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "${PY_PACKAGES[@]}"
   echo "$want" > "$STAMP"
 fi

@@ -6,5 +6,10 @@
 namespace tandem::cli {
 
 void add_info_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_bench_spec_command(CLI::App* bench);  // `bench spec`, called by add_bench_command
 
 }  // namespace tandem::cli

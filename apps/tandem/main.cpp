@@ -9,11 +9,19 @@
 int main(int argc, char** argv) {
   CLI::App app{"tandem: lossless speculative decoding for Llama-family models"};
   app.require_subcommand(1);
+  tandem::cli::add_generate_command(app);
   tandem::cli::add_info_command(app);
+  tandem::cli::add_logits_command(app);
+  tandem::cli::add_tokenize_command(app);
+  tandem::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Success& e) {  // --help
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, like every other error (CLI11 would add a second one).
+    std::fprintf(stderr, "error: %s (see --help)\n", e.what());
+    return e.get_exit_code() ? e.get_exit_code() : 2;
   } catch (const tandem::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

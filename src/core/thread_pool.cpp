@@ -1,11 +1,51 @@
 #include "core/thread_pool.h"
 
+#include <chrono>
+#include <exception>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TANDEM_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define TANDEM_CPU_RELAX() asm volatile("yield")
+#else
+#define TANDEM_CPU_RELAX() ((void)0)
+#endif
+
 namespace tandem {
+namespace {
+
+// How long an idle worker spins before it sleeps. Long enough to cover the gaps
+// between the parallel regions of one forward pass (serial norms, sampling).
+constexpr auto kSpinTime = std::chrono::microseconds(500);
+
+// The first exception thrown by a job on any thread; rethrown by the caller.
+struct JobError {
+  std::mutex mu;
+  std::exception_ptr error;
+  void capture() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!error) error = std::current_exception();
+  }
+};
+
+// One step of a wait loop: a CPU pause at first; then give the core away on
+// each step, so that on an oversubscribed machine (other processes, or more
+// threads than cores) the thread we wait for gets to run.
+inline void relax(int iteration) {
+  if (iteration < 2048) {
+    TANDEM_CPU_RELAX();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
 
 int ThreadPool::physical_cores() {
   // Count distinct (physical id, core id) pairs; fall back to logical CPUs.
@@ -31,11 +71,10 @@ ThreadPool::ThreadPool(int n_threads)
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  start_cv_.notify_all();
+  stop_.store(true);
+  generation_.fetch_add(1);  // wakes the workers into seeing stop_
+  { std::lock_guard<std::mutex> lock(sleep_mu_); }
+  wake_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
@@ -53,42 +92,78 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+  // n_threads_ chunks, each run once by whichever thread claims it first.
+  std::atomic<int> next{0};
+  dispatch([&](int t) {
+    for (int c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_threads_;) {
+      auto [b, e] = chunk_of(n, grain, n_threads_, c);
+      if (b < e) fn(b, e, t);
+    }
+  });
+}
+
+void ThreadPool::run_self_scheduled(const std::function<void(int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0);
+    return;
   }
-  start_cv_.notify_all();
-  auto [b, e] = chunk_of(n, grain, n_threads_, 0);
-  if (b < e) fn(b, e, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  dispatch(fn);
+}
+
+void ThreadPool::dispatch(const std::function<void(int)>& fn) {
+  JobError errors;
+  auto guarded = [&](int t) {
+    try {
+      fn(t);
+    } catch (...) {
+      errors.capture();
+    }
+  };
+  const std::function<void(int)> job = guarded;
+  job_ = &job;
+  const uint64_t g = generation_.load(std::memory_order_relaxed) + 1;
+  open_generation_.store(g);
+  // seq_cst: a worker that registered as a sleeper before this store is seen
+  // below and woken; one registering after it sees the new generation.
+  generation_.store(g);
+  if (sleepers_.load() > 0) {
+    // Taking the mutex orders this wake-up after any sleeper's last check.
+    { std::lock_guard<std::mutex> lock(sleep_mu_); }
+    wake_.notify_all();
+  }
+  job(0);
+  // Close the region, then wait for the workers that joined it. seq_cst pairs
+  // with the worker's increment of active_ before it checks open_generation_.
+  open_generation_.store(0);
+  for (int i = 0; active_.load() != 0; ++i) relax(i);
   job_ = nullptr;
+  if (errors.error) std::rethrow_exception(errors.error);
 }
 
 void ThreadPool::worker(int index) {
+  // Generation 0 is the constructor's: a region may start before this thread does.
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int)>* job;
-    int64_t n, grain;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
+    // Spin for a while, then sleep until the generation moves on.
+    auto spin_start = std::chrono::steady_clock::now();
+    uint64_t g;
+    for (int i = 0;; ++i) {
+      g = generation_.load(std::memory_order_acquire);
+      if (g != seen) break;
+      relax(i);
+      if ((i & 255) == 255 && std::chrono::steady_clock::now() - spin_start > kSpinTime) {
+        std::unique_lock<std::mutex> lock(sleep_mu_);
+        sleepers_.fetch_add(1);
+        while ((g = generation_.load()) == seen) wake_.wait(lock);
+        sleepers_.fetch_sub(1);
+        break;
+      }
     }
-    auto [b, e] = chunk_of(n, grain, n_threads_, index);
-    if (b < e) (*job)(b, e, index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    seen = g;
+    if (stop_.load()) return;
+    active_.fetch_add(1);
+    if (open_generation_.load() == g) (*job_)(index);  // else the caller has finished it
+    active_.fetch_sub(1);
   }
 }
 

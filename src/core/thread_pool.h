@@ -1,8 +1,13 @@
-// A persistent pool of worker threads. parallel_for splits [0, n) into one
-// contiguous chunk per thread and runs them concurrently; the calling thread
-// takes chunk 0, so a pool of size 1 runs everything inline. No threads are
-// created per operation.
+// A persistent pool of worker threads. A token's forward pass opens hundreds of
+// parallel regions, so starting one must cost microseconds: workers spin on an
+// atomic generation counter for a while after each region (~0.5 ms) and only then
+// sleep on a condition variable. Work is claimed dynamically, so the caller never
+// waits for a worker that has not started (on a shared, oversubscribed machine
+// it may not run for milliseconds), only for those still inside the job. The
+// calling thread takes part as thread 0, so a pool of size 1 runs everything
+// inline. No threads are created per operation.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -24,21 +29,30 @@ class ThreadPool {
   // boundaries are multiples of `grain` (except the end).
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
                     int64_t grain = 1);
+  // fn(thread_index) on the calling thread and on every worker that joins before
+  // the caller's fn returns; for work that schedules itself (e.g. chunks taken
+  // from an atomic counter), which must not rely on any given thread running.
+  // A worker that is descheduled (busy machine) is then simply not waited for.
+  void run_self_scheduled(const std::function<void(int)>& fn);
 
   static int physical_cores();
 
  private:
   void worker(int index);
+  void dispatch(const std::function<void(int)>& fn);
 
   int n_threads_;
   std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::condition_variable start_cv_, done_cv_;
-  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
-  int64_t job_n_ = 0, job_grain_ = 1;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  const std::function<void(int)>* job_ = nullptr;
+  // Bumped once per region; workers run the job when they see a new value.
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  // The generation whose job workers may still join (0: none); workers inside it.
+  alignas(64) std::atomic<uint64_t> open_generation_{0};
+  alignas(64) std::atomic<int> active_{0};
+  alignas(64) std::atomic<int> sleepers_{0};  // workers blocked on wake_
+  std::atomic<bool> stop_{false};
+  std::mutex sleep_mu_;
+  std::condition_variable wake_;
 };
 
 }  // namespace tandem

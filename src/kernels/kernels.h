@@ -18,6 +18,13 @@ namespace tandem::kernels {
 // (any supported weight type), x is M rows of K floats and y is M rows of N floats.
 void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& pool);
 
+// Several matrices applied to the same input in one parallel region:
+// ys[i] = x * Ws[i]^T for i < count (all Ws share K). Activations are quantized
+// once per form the weight types need (e.g. shared by Q/K/V, or gate/up), and
+// every result is bit-identical to a separate matmul call.
+void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
+                  float* const* ys, ThreadPool& pool);
+
 // Row r of a (possibly quantized) matrix as floats (embedding lookup).
 void get_row(const TensorView& W, int64_t r, float* out);
 
@@ -61,5 +68,8 @@ struct AttentionShape {
 // whose K/V must already be written. out has the same layout as q.
 void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                const AttentionShape& shape, float* out, ThreadPool& pool);
+
+// True when TANDEM_KERNELS=ref routes every call to the scalar reference kernels.
+bool using_reference_kernels();
 
 }  // namespace tandem::kernels

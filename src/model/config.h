@@ -16,6 +16,7 @@ class GGUFFile;
 enum class Arch { Llama, Qwen2 };
 
 struct RopeScaling {
+  // Llama3 is applied through ModelConfig::rope_freq_factors (llama3_rope_factors).
   enum class Type { None, Linear, Llama3 };
   Type type = Type::None;
   float factor = 1.0f;
@@ -39,6 +40,10 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   float norm_eps = 1e-5f;
   RopeScaling rope_scaling;
+  // Per-frequency divisors of the rotary frequencies: a GGUF `rope_freqs.weight`
+  // tensor (how llama.cpp's converter stores Llama 3.1 scaling), or computed from
+  // config.json's llama3 rope_scaling with llama3_rope_factors; empty when unscaled.
+  std::vector<float> rope_freq_factors;
   kernels::RopeStyle rope_style = kernels::RopeStyle::Normal;
   bool tied_embeddings = false;  // no separate output matrix: the LM head is tok_embd
   bool qkv_bias = false;         // qwen2
@@ -57,5 +62,8 @@ ModelConfig config_from_hf_json(const nlohmann::json& j, const std::string& sour
 
 // head_dim/2 inverse frequencies with rope scaling applied.
 std::vector<float> rope_inv_freq(const ModelConfig& c);
+// The head_dim/2 float32 divisors that Llama 3.1 rope scaling (c.rope_scaling,
+// type Llama3) applies to the frequencies, as GGUF's rope_freqs.weight stores them.
+std::vector<float> llama3_rope_factors(const ModelConfig& c);
 
 }  // namespace tandem

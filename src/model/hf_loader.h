@@ -4,6 +4,8 @@
 // llama q/k projection rows are permuted into GGUF's interleaved rope layout so
 // both formats run the same kernels and give identical logits.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,5 +25,18 @@ struct HFModelFiles {
 
 bool is_hf_model_dir(const std::string& path);
 HFModelFiles load_hf_model_dir(const std::string& dir);  // throws tandem::Error
+
+// The GGUF name of a Hugging Face tensor ("model.layers.3.mlp.up_proj.weight" ->
+// "blk.3.ffn_up.weight"), or nullopt for tensors tandem does not use.
+std::optional<std::string> hf_to_gguf_tensor_name(const std::string& hf_name);
+
+// llama.cpp's converter stores llama q/k projections with the two halves of each
+// head's rows interleaved (rows h*d + 2i + j come from h*d + j*d/2 + i, d =
+// rows / n_head), which turns rotate-half RoPE into rotate-adjacent-pairs RoPE.
+// Returns, for each destination row, the source row it takes.
+std::vector<int64_t> llama_qk_row_order(int64_t rows, int n_head);
+// `rows` rows of `row_bytes` bytes each, reordered by llama_qk_row_order.
+std::vector<uint8_t> permute_llama_qk_rows(const uint8_t* data, int64_t rows, size_t row_bytes,
+                                           int n_head);
 
 }  // namespace tandem

@@ -1,0 +1,128 @@
+#include "cli_common.h"
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "spec/model_drafter.h"
+#include "spec/ngram_drafter.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::cli {
+
+void add_prompt_options(CLI::App* cmd, PromptOptions& p) {
+  cmd->add_option("-p,--prompt", p.prompt, "Prompt text");
+  cmd->add_option("-f,--file", p.prompt_file, "Read the prompt from a file");
+  cmd->add_option("--ids", p.ids, "Prompt as comma-separated token ids (no tokenizer involved)");
+  cmd->add_flag("--chat", p.chat, "Send the prompt as one user message in the model's chat template");
+  cmd->add_option("--system", p.system, "System message (with --chat)");
+  cmd->add_flag("--no-bos", p.no_bos, "Do not add the BOS token");
+}
+
+void add_sampling_options(CLI::App* cmd, SamplingParams& s, std::optional<uint64_t>& seed) {
+  // Ranges are checked by SamplingParams::validate, which names the field.
+  cmd->add_option("--temp", s.temperature, "Sampling temperature; 0 is greedy (default 0)");
+  cmd->add_option("--top-k", s.top_k, "Keep the K most likely tokens; 0 is off");
+  cmd->add_option("--top-p", s.top_p, "Nucleus sampling mass in (0, 1]; 1 is off");
+  cmd->add_option("--min-p", s.min_p, "Drop tokens below MIN_P x p(best); 0 is off");
+  cmd->add_option("--repeat-penalty", s.repetition_penalty, "Repetition penalty; 1 is off");
+  cmd->add_option("--repeat-last-n", s.penalty_last_n,
+                  "Recent tokens the repetition penalty considers; -1 is all (default 64)");
+  cmd->add_option("--seed", seed, "Random seed (default: a random one, printed with --json)");
+}
+
+uint64_t random_seed() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) | rd();
+}
+
+std::vector<int> parse_ids(const std::string& csv) {
+  std::vector<int> ids;
+  std::stringstream ss(csv);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    try {
+      size_t used = 0;
+      ids.push_back(std::stoi(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      fail("--ids: '{}' is not a token id", item);
+    }
+  }
+  check(!ids.empty(), "--ids: no token ids given");
+  return ids;
+}
+
+std::vector<int> prompt_ids(const Model& model, const PromptOptions& p) {
+  if (!p.ids.empty()) {
+    auto ids = parse_ids(p.ids);
+    for (int id : ids)
+      check(id >= 0 && id < model.config().vocab_size,
+            "--ids: token id {} outside the vocabulary [0, {})", id, model.config().vocab_size);
+    return ids;
+  }
+  std::string text = p.prompt;
+  if (!p.prompt_file.empty()) {
+    std::ifstream in(p.prompt_file, std::ios::binary);
+    check(in.good(), "{}: cannot read prompt file", p.prompt_file);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  check(!text.empty(), "empty prompt: give -p TEXT, -f FILE or --ids");
+  const Tokenizer& tok = model.require_tokenizer();
+  if (p.chat) {
+    std::vector<ChatMessage> msgs;
+    if (!p.system.empty()) msgs.push_back({"system", p.system});
+    msgs.push_back({"user", text});
+    auto family = detect_chat_template(model.chat_template());
+    std::string rendered = render_chat(family, model.chat_template(), msgs, true);
+    // The rendered template carries its own BOS text where the family wants one.
+    return tok.encode(rendered, false, true);
+  }
+  return tok.encode(text, tok.add_bos() && !p.no_bos, false);
+}
+
+void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
+  cmd->add_option("-d,--draft", s.draft,
+                  "Speculative decoding: a draft model (GGUF or HF directory) or 'ngram'");
+  cmd->add_option("-k,--draft-tokens", s.k, "Tokens drafted per round, or 'auto' (default 5)");
+}
+
+SpecOptions spec_options(const SpecCliOptions& s) {
+  SpecOptions o;
+  if (s.k == "auto") {
+    o.adaptive = true;
+    o.k = 12;
+    return o;
+  }
+  try {
+    size_t used = 0;
+    o.k = std::stoi(s.k, &used);
+    if (used != s.k.size()) throw std::invalid_argument(s.k);
+  } catch (const std::exception&) {
+    fail("-k: '{}' is not a number or 'auto'", s.k);
+  }
+  check(o.k >= 1, "-k: the draft length must be >= 1, got {}", o.k);
+  check(o.k <= 32, "-k: the draft length must be <= 32, got {}", o.k);
+  return o;
+}
+
+SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool& pool,
+                       const KVCacheConfig& cache) {
+  SpecSetup out;
+  if (s.draft.empty()) return out;
+  if (s.draft == "ngram") {
+    out.drafter = std::make_unique<NgramDrafter>();
+    return out;
+  }
+  out.draft_model = Model::load(s.draft);
+  out.drafter = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache);
+  return out;
+}
+
+}  // namespace tandem::cli

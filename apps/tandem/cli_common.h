@@ -1,0 +1,67 @@
+// Pieces shared by the CLI subcommands: options every model command takes and
+// turning the user's prompt into token ids.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "cache/kv_cache_factory.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "engine/speculative_runner.h"
+#include "sampling/sampler.h"
+#include "spec/drafter.h"
+
+namespace tandem {
+class Model;
+}
+
+namespace tandem::cli {
+
+struct PromptOptions {
+  std::string prompt;
+  std::string prompt_file;
+  std::string ids;  // comma-separated token ids instead of text
+  bool chat = false;
+  std::string system;
+  bool no_bos = false;
+};
+
+void add_prompt_options(CLI::App* cmd, PromptOptions& p);
+// Prompt text (from -p or -f), rendered with the chat template when --chat, as ids.
+std::vector<int> prompt_ids(const Model& model, const PromptOptions& p);
+std::vector<int> parse_ids(const std::string& csv);
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
+void add_sampling_options(CLI::App* cmd, SamplingParams& s, std::optional<uint64_t>& seed);
+// A seed for requests that did not ask for one.
+uint64_t random_seed();
+
+}  // namespace tandem::cli
+
+namespace tandem::cli {
+
+// -d/--draft (a draft model path, or "ngram") and -k (a number or "auto").
+struct SpecCliOptions {
+  std::string draft;
+  std::string k = "5";
+};
+void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
+// Draft length options from -k; throws tandem::Error for K < 1 or a bad value.
+SpecOptions spec_options(const SpecCliOptions& s);
+
+// The drafter the options ask for (null without -d), and the draft model it
+// reads, which must outlive it.
+struct SpecSetup {
+  std::unique_ptr<Model> draft_model;
+  std::unique_ptr<Drafter> drafter;
+};
+// cache: the draft model's KV cache (engine_cache_config of the engine's options).
+SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool& pool,
+                       const KVCacheConfig& cache);
+
+}  // namespace tandem::cli

@@ -1,0 +1,241 @@
+// `tandem bench spec`: the design's W1 workload (one request at a time) over a
+// prompt set, plain decoding and speculative decoding side by side in one
+// process. Per K: tokens/s both ways, speedup, acceptance, tokens per round, the
+// measured draft cost c and verify cost v, and the speedup predicted from them
+// by (1 - a^(K+1)) / ((1 - a)(K c + v)) (Leviathan et al., 2023).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "svg_chart.h"
+
+namespace tandem::cli {
+namespace {
+
+struct Opts {
+  std::string model;
+  SpecCliOptions spec;
+  std::string k_list = "1,2,3,4,5,6,8,auto";
+  std::string prompts = "prompts/code.jsonl";
+  int n = 128;
+  int threads = 0;
+  int limit = 0;
+  std::string chart;
+  SamplingParams sampling;
+  std::optional<uint64_t> seed;
+};
+
+std::vector<std::vector<int>> load_prompts(const Model& model, const std::string& path, int limit) {
+  std::ifstream in(path);
+  check(in.good(), "{}: cannot read the prompt file", path);
+  std::vector<std::vector<int>> out;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      fail("{}:{}: invalid JSON: {}", path, line_no, e.what());
+    }
+    check(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
+          "{}:{}: expected an object with a string \"prompt\"", path, line_no);
+    PromptOptions p;
+    p.prompt = j["prompt"].get<std::string>();
+    p.chat = j.value("chat", false);
+    out.push_back(prompt_ids(model, p));
+    if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
+  }
+  check(!out.empty(), "{}: no prompts", path);
+  return out;
+}
+
+// One configuration's totals over the prompt set.
+struct Run {
+  int generated = 0, decoded = 0, rounds = 0, spec_rounds = 0, drafted = 0, accepted = 0,
+      rejections = 0;
+  double decode_ms = 0, draft_ms = 0, verify_ms = 0;
+  std::vector<std::vector<int>> outputs;
+
+  double tok_per_s() const { return decode_ms > 0 ? decoded * 1000.0 / decode_ms : 0; }
+};
+
+Run run_prompts(const Model& target, ThreadPool& pool, const Opts& o, const SpecCliOptions& spec,
+                const std::vector<std::vector<int>>& prompts) {
+  EngineOptions eo;
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  eo.n_ctx = static_cast<int>(longest) + o.n;
+  eo.spec = spec_options(spec);
+  eo.spec.opt_out = false;  // measure exactly the K asked for
+  SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo));
+  Engine engine(target, pool, eo, std::move(setup.drafter));
+  Run run;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Request r;
+    r.prompt = prompts[i];
+    r.params.max_tokens = o.n;
+    r.params.sampling = o.sampling;
+    r.params.sampling.seed = (o.seed ? *o.seed : 1) + i;
+    int id = engine.submit(std::move(r));
+    engine.run();
+    RequestResult res = *engine.take_result(id);
+    const auto& st = res.stats;
+    run.generated += static_cast<int>(res.tokens.size());
+    run.decoded += res.tokens.empty() ? 0 : static_cast<int>(res.tokens.size()) - 1;
+    run.rounds += st.rounds;
+    run.spec_rounds += st.spec_rounds;
+    run.drafted += st.drafted;
+    run.accepted += st.accepted;
+    run.rejections += st.rejections;
+    run.decode_ms += st.decode_ms;
+    run.draft_ms += st.draft_ms;
+    run.verify_ms += st.verify_ms;
+    run.outputs.push_back(std::move(res.tokens));
+  }
+  return run;
+}
+
+struct Row {
+  std::string k;
+  double spec_tps = 0, speedup = 0, acceptance = 0, alpha = 0, tokens_per_round = 0, c = 0, v = 0,
+         predicted = 0, mean_k = 0;
+  int mismatches = 0;
+};
+
+Row summarise(const std::string& k, const Run& plain, const Run& spec) {
+  Row r;
+  r.k = k;
+  r.spec_tps = spec.tok_per_s();
+  r.speedup = plain.tok_per_s() > 0 ? r.spec_tps / plain.tok_per_s() : 0;
+  r.acceptance = spec.drafted ? double(spec.accepted) / spec.drafted : 0;
+  // Per-token acceptance probability: each judged draft is a Bernoulli trial
+  // until the first rejection (maximum-likelihood estimate).
+  r.alpha = spec.accepted + spec.rejections
+                ? double(spec.accepted) / (spec.accepted + spec.rejections)
+                : 0;
+  r.tokens_per_round = spec.rounds ? double(spec.decoded) / spec.rounds : 0;
+  const double step_ms = plain.decoded ? plain.decode_ms / plain.decoded : 0;
+  r.mean_k = spec.spec_rounds ? double(spec.drafted) / spec.spec_rounds : 0;
+  if (step_ms > 0 && spec.rounds > 0) {
+    r.c = spec.drafted ? (spec.draft_ms / spec.rounds) / std::max(r.mean_k, 1.0) / step_ms : 0;
+    r.v = spec.verify_ms / spec.rounds / step_ms;
+  }
+  const double g = r.mean_k, a = r.alpha;
+  const double tokens = a < 1 ? (1 - std::pow(a, g + 1)) / (1 - a) : g + 1;
+  r.predicted = (g * r.c + r.v) > 0 ? tokens / (g * r.c + r.v) : 0;
+  for (size_t i = 0; i < plain.outputs.size(); ++i)
+    r.mismatches += plain.outputs[i] != spec.outputs[i];
+  return r;
+}
+
+}  // namespace
+
+void add_bench_spec_command(CLI::App* bench) {
+  auto* cmd = bench->add_subcommand(
+      "spec", "Plain vs speculative decoding over a prompt set, per draft length K");
+  static Opts o;
+  cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
+  cmd->add_option("-d,--draft", o.spec.draft, "Draft model, or 'ngram'")->required();
+  cmd->add_option("-k", o.k_list, "Comma-separated draft lengths, 'auto' allowed")
+      ->capture_default_str();
+  cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")
+      ->capture_default_str();
+  cmd->add_option("-n,--max-tokens", o.n, "Tokens per prompt")->capture_default_str();
+  cmd->add_option("--limit", o.limit, "Use only the first N prompts");
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
+  cmd->add_option("--chart", o.chart, "Write an SVG chart of speedup and acceptance against K");
+  add_sampling_options(cmd, o.sampling, o.seed);
+  cmd->callback([] {
+    auto target = Model::load(o.model);
+    auto prompts = load_prompts(*target, o.prompts, o.limit);
+    ThreadPool pool(o.threads);
+    std::vector<std::string> ks;
+    std::stringstream ss(o.k_list);
+    for (std::string k; std::getline(ss, k, ',');)
+      if (!k.empty()) ks.push_back(k);
+    check(!ks.empty(), "-k: no draft lengths given");
+    for (const auto& k : ks) spec_options({o.spec.draft, k});  // validate before the long run
+
+    fmt::print("target {}\ndraft  {}\nprompts {} ({} prompts), {} tokens each, {} threads, {}\n",
+               target->path(), o.spec.draft, o.prompts, prompts.size(), o.n, pool.size(),
+               o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
+    Run plain = run_prompts(*target, pool, o, SpecCliOptions{}, prompts);
+    fmt::print("plain decode: {:.2f} tok/s ({} tokens)\n\n", plain.tok_per_s(), plain.decoded);
+    fmt::print("{:>5} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
+               "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v", "predicted",
+               "effic", "same");
+    std::vector<Row> rows;
+    for (const auto& k : ks) {
+      Run spec = run_prompts(*target, pool, o, {o.spec.draft, k}, prompts);
+      Row r = summarise(k, plain, spec);
+      fmt::print("{:>5} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
+                 "{:>8.2f}x {:>6.0f}% {:>6}\n",
+                 r.k, plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance, r.alpha,
+                 r.tokens_per_round, r.c, r.v, r.predicted,
+                 r.predicted > 0 ? 100 * r.speedup / r.predicted : 0,
+                 o.sampling.greedy() ? (r.mismatches ? fmt::format("{} diff", r.mismatches)
+                                                     : std::string("yes"))
+                                     : std::string("n/a"));
+      rows.push_back(r);
+    }
+    // Best fixed K (or auto when it is the only one).
+    const Row* best = nullptr;
+    for (const auto& r : rows)
+      if (r.k != "auto" && (!best || r.speedup > best->speedup)) best = &r;
+    if (!best) best = &rows.front();
+    auto row_json = [&](const Row& r) {
+      nlohmann::json j;
+      j["k"] = r.k == "auto" ? nlohmann::json("auto") : nlohmann::json(std::stoi(r.k));
+      j["spec_tok_per_s"] = r.spec_tps;
+      j["speedup"] = r.speedup;
+      j["acceptance_rate"] = r.acceptance;
+      j["alpha"] = r.alpha;
+      j["tokens_per_round"] = r.tokens_per_round;
+      j["mean_k"] = r.mean_k;
+      j["c"] = r.c;
+      j["v"] = r.v;
+      j["predicted_speedup"] = r.predicted;
+      j["efficiency"] = r.predicted > 0 ? r.speedup / r.predicted : 0;
+      if (o.sampling.greedy()) j["outputs_identical"] = r.mismatches == 0;
+      return j;
+    };
+    nlohmann::json out = row_json(*best);
+    out["plain_tok_per_s"] = plain.tok_per_s();
+    out["prompts"] = o.prompts;
+    out["draft"] = o.spec.draft;
+    out["per_k"] = nlohmann::json::array();
+    for (const auto& r : rows) {
+      out["per_k"].push_back(row_json(r));
+      if (r.k == "auto") out["auto"] = row_json(r);
+    }
+    if (!o.chart.empty()) {
+      std::vector<double> x, speedup, accept;
+      for (const auto& r : rows)
+        if (r.k != "auto") {
+          x.push_back(std::stoi(r.k));
+          speedup.push_back(r.speedup);
+          accept.push_back(r.acceptance);
+        }
+      if (!x.empty()) {
+        write_svg_chart(o.chart, fmt::format("speculative decoding: {}", o.prompts), "K (drafted tokens per round)", x,
+                        {{"speedup", "#1f77b4", speedup, false},
+                         {"acceptance rate", "#d62728", accept, true}});
+        fmt::print("\nchart written to {}\n", o.chart);
+      }
+    }
+    fmt::print("\n{}\n", out.dump());
+  });
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,151 @@
+// `tandem generate`: one prompt in, a completion out (streamed, or as JSON),
+// optionally with speculative decoding. `tandem logits` writes raw logits for
+// reference comparisons.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/prompt_logits.h"
+#include "model/model.h"
+
+namespace tandem::cli {
+
+namespace {
+
+DType kv_dtype(const std::string& s) { return s == "f32" ? DType::F32 : DType::F16; }
+
+nlohmann::json result_json(const RequestResult& r, const ThreadPool& pool, uint64_t seed) {
+  const auto& st = r.stats;
+  nlohmann::json j;
+  j["text"] = r.text;
+  j["tokens"] = r.tokens;
+  j["n_prompt"] = st.n_prompt;
+  j["n_generated"] = r.tokens.size();
+  j["finish_reason"] = r.finish_reason;
+  j["prefill_ms"] = st.prefill_ms;
+  j["decode_ms"] = st.decode_ms;
+  // The first generated token comes from the prefill; decode produced the rest.
+  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
+  j["decode_tok_per_s"] = st.decode_ms > 0 ? decoded * 1000.0 / st.decode_ms : 0.0;
+  j["prefill_tok_per_s"] = st.prefill_ms > 0 ? st.n_prompt * 1000.0 / st.prefill_ms : 0.0;
+  j["threads"] = pool.size();
+  j["seed"] = seed;
+  j["rounds"] = st.rounds;
+  j["tokens_per_round"] = st.tokens_per_round();
+  j["drafted"] = st.drafted;
+  j["accepted"] = st.accepted;
+  j["acceptance_rate"] = st.acceptance_rate();
+  j["draft_ms"] = st.draft_ms;
+  j["verify_ms"] = st.verify_ms;
+  j["other_ms"] = st.decode_ms - st.draft_ms - st.verify_ms;
+  return j;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "Generate a completion for a prompt");
+  struct Opts {
+    std::string model;
+    PromptOptions prompt;
+    SpecCliOptions spec;
+    int n = 128;
+    int threads = 0;
+    int ctx = 0;
+    bool json = false;
+    bool ignore_eos = false;
+    std::vector<std::string> stop;
+    std::string kv_type = "f16";
+    SamplingParams sampling;
+    std::optional<uint64_t> seed;
+  };
+  static Opts o;
+  cmd->add_option("-m,--model", o.model, "GGUF file or Hugging Face directory")->required();
+  add_prompt_options(cmd, o.prompt);
+  add_spec_options(cmd, o.spec);
+  cmd->add_option("-n,--max-tokens", o.n, "Tokens to generate at most")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
+  cmd->add_option("-c,--ctx", o.ctx, "Context to allocate (default: prompt + max tokens)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--stop", o.stop, "Stop string (repeatable)");
+  cmd->add_option("--kv-type", o.kv_type, "KV cache type: f16 or f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
+  add_sampling_options(cmd, o.sampling, o.seed);
+  cmd->add_flag("--ignore-eos", o.ignore_eos, "Do not stop at end-of-generation tokens");
+  cmd->add_flag("--json", o.json, "Print one JSON object with the result and timings");
+  cmd->callback([] {
+    auto model = Model::load(o.model);
+    auto ids = prompt_ids(*model, o.prompt);
+    ThreadPool pool(o.threads);
+    Request req;
+    req.prompt = ids;
+    req.params.max_tokens = o.n;
+    req.params.stop_strings = o.stop;
+    req.params.ignore_eos = o.ignore_eos;
+    req.params.sampling = o.sampling;
+    req.params.sampling.seed = o.seed ? *o.seed : random_seed();
+    req.params.sampling.validate();
+    const int need = static_cast<int>(ids.size()) + o.n;
+    check(need <= model->config().context_length,
+          "prompt ({} tokens) + max tokens ({}) exceed the model's context length {}",
+          ids.size(), o.n, model->config().context_length);
+    if (!o.json)
+      req.on_text = [](const std::string& s) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+      };
+    EngineOptions eo;
+    eo.n_ctx = std::max(o.ctx, need);
+    eo.kv.type = kv_dtype(o.kv_type);
+    eo.spec = spec_options(o.spec);
+    SpecSetup spec = make_drafter(o.spec, *model, pool, engine_cache_config(eo));
+    Engine engine(*model, pool, eo, std::move(spec.drafter));
+    const uint64_t seed = req.params.sampling.seed;
+    int id = engine.submit(std::move(req));
+    engine.run();
+    RequestResult r = *engine.take_result(id);
+    if (o.json) {
+      nlohmann::json j = result_json(r, pool, seed);
+      j["draft"] = o.spec.draft.empty() ? "none" : o.spec.draft;
+      j["k"] = o.spec.draft.empty() ? nlohmann::json(0) : nlohmann::json(o.spec.k);
+      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } else {
+      fmt::print("\n");
+    }
+  });
+}
+
+void add_logits_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "logits", "Write the logits of every prompt position as raw float32 (n x vocab)");
+  static std::string model, ids, out, kv_type = "f16";
+  static int threads = 0;
+  cmd->add_option("-m,--model", model, "GGUF file or Hugging Face directory")->required();
+  cmd->add_option("--ids", ids, "Comma-separated token ids")->required();
+  cmd->add_option("-o,--output", out, "Output file")->required();
+  cmd->add_option("-t,--threads", threads, "Threads (default: physical cores)");
+  cmd->add_option("--kv-type", kv_type, "KV cache type: f16 or f32")
+      ->check(CLI::IsMember({"f16", "f32"}));
+  cmd->callback([] {
+    auto m = Model::load(model);
+    PromptOptions p;
+    p.ids = ids;
+    auto tokens = prompt_ids(*m, p);
+    ThreadPool pool(threads);
+    auto logits = prompt_logits(*m, pool, tokens, kv_dtype(kv_type));
+    std::FILE* f = std::fopen(out.c_str(), "wb");
+    if (!f) fail("{}: cannot open for writing", out);
+    size_t wrote = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
+    std::fclose(f);
+    check(wrote == logits.size(), "{}: write failed", out);
+  });
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,146 @@
+// Micro-benchmarks of the CPU kernels. Matmul reports the weights streamed per
+// second (GB/s, 1e9 bytes): the matrices (~96 MB) are far larger than the L3
+// cache, so small M measures how close a kernel gets to memory bandwidth and
+// larger M how much compute each extra row adds (weight-stationary tiles).
+//
+//   build/bench/tandem_bench_kernels [--benchmark_filter=Q4_K] [threads via TANDEM_THREADS]
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cache/contiguous_kv_cache.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernels.h"
+#include "kernels/quants.h"
+
+using namespace tandem;
+
+namespace {
+
+ThreadPool& pool() {
+  static ThreadPool p(std::getenv("TANDEM_THREADS") ? std::atoi(std::getenv("TANDEM_THREADS")) : 0);
+  return p;
+}
+
+constexpr int64_t kK = 4096;
+constexpr size_t kTargetBytes = size_t(96) << 20;
+
+// A {kK, N} matrix of `type` of about kTargetBytes: 64 quantized random rows,
+// repeated (quantizing 96 MB would dominate the run; the speed is the same).
+struct BenchMatrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+const BenchMatrix& matrix(DType t) {
+  static std::map<DType, std::unique_ptr<BenchMatrix>> cache;
+  auto& slot = cache[t];
+  if (slot) return *slot;
+  slot = std::make_unique<BenchMatrix>();
+  const size_t row_bytes = dtype_row_bytes(t, kK);
+  const int64_t N = static_cast<int64_t>(kTargetBytes / row_bytes) / 64 * 64;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> w(kK);
+  std::vector<uint8_t> seed_rows(64 * row_bytes);
+  for (int r = 0; r < 64; ++r) {
+    for (auto& v : w) v = dist(rng);
+    quantize_row(t, w.data(), seed_rows.data() + r * row_bytes, kK);
+  }
+  slot->bytes.resize(row_bytes * N);
+  for (int64_t r = 0; r < N; r += 64)
+    std::memcpy(slot->bytes.data() + r * row_bytes, seed_rows.data(), seed_rows.size());
+  slot->view.name = "bench";
+  slot->view.type = t;
+  slot->view.shape = {kK, N};
+  slot->view.data = slot->bytes.data();
+  slot->view.nbytes = slot->bytes.size();
+  return *slot;
+}
+
+void BM_Matmul(benchmark::State& state, DType t) {
+  const int M = static_cast<int>(state.range(0));
+  const auto& W = matrix(t);
+  std::vector<float> x(M * kK), y(M * W.view.ne(1));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  for (auto _ : state) {
+    kernels::matmul(W.view, x.data(), M, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * W.view.nbytes);
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(W.view.nbytes), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = pool().size();
+  state.SetLabel(kernels::cpu::simd_target_name());
+}
+
+// One decode step's attention: 1 (or K+1) query rows over a cache of `ctx`
+// positions, Qwen2.5-1.5B's shape (12 query heads over 2 KV heads of 128).
+void BM_Attention(benchmark::State& state) {
+  const int ctx = static_cast<int>(state.range(0)), n_q = static_cast<int>(state.range(1));
+  KVCacheShape shape{1, 2, 128};
+  ContiguousKVCache cache(shape, 1, ctx + n_q, DType::F16);
+  const int slot = cache.allocate();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> k(shape.row_elems()), v(shape.row_elems());
+  cache.reserve(slot, ctx + n_q);
+  for (int p = 0; p < ctx + n_q; ++p) {
+    for (auto& e : k) e = dist(rng);
+    for (auto& e : v) e = dist(rng);
+    cache.store(slot, 0, p, k.data(), v.data());
+  }
+  const kernels::AttentionShape ash{12, 2, 128, 1.0f / std::sqrt(128.0f)};
+  std::vector<float> q(size_t(n_q) * 12 * 128), out(q.size());
+  for (auto& e : q) e = dist(rng);
+  std::vector<int> pos(n_q);
+  for (int i = 0; i < n_q; ++i) pos[i] = ctx + i;
+  for (auto _ : state) {
+    kernels::attention(q.data(), n_q, pos.data(), cache.view(slot, 0), ash, out.data(), pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * (ctx + n_q) * 2 *
+                          shape.row_elems() * 2);
+}
+
+void register_all() {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                  DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K}) {
+    benchmark::RegisterBenchmark(("Matmul/" + std::string(dtype_name(t))).c_str(),
+                                 [t](benchmark::State& s) { BM_Matmul(s, t); })
+        ->ArgName("M")
+        ->Arg(1)
+        ->Arg(6)
+        ->Arg(16)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  benchmark::RegisterBenchmark("Attention", BM_Attention)
+      ->ArgNames({"ctx", "n_q"})
+      ->Args({512, 1})
+      ->Args({512, 6})
+      ->Args({4096, 1})
+      ->Args({4096, 6})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,74 @@
+// KV cache interface: per-sequence slots holding the keys and values of every
+// layer at every position written so far. The forward pass appends at the end
+// of a slot; speculative decoding rolls back with truncate_to.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace tandem {
+
+struct KVCacheShape {
+  int n_layers = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int row_elems() const { return n_kv_heads * head_dim; }  // one position of one layer
+};
+
+class KVCache {
+ public:
+  virtual ~KVCache() = default;
+
+  virtual int allocate() = 0;          // a free slot id, or -1 when none is free
+  virtual void free(int slot) = 0;     // releases the slot and its storage
+  virtual int length(int slot) const = 0;
+  virtual int capacity(int slot) const = 0;  // positions the slot can hold at most
+  // Ensure positions [0, new_len) have storage (may allocate blocks); false when
+  // the cache has no room left.
+  virtual bool reserve(int slot, int new_len) = 0;
+  // Record that positions [0, len) hold valid entries (len <= reserved length).
+  virtual void set_length(int slot, int len) = 0;
+  // Drop entries at positions >= new_len (rollback after rejected drafts).
+  virtual void truncate_to(int slot, int new_len) = 0;
+  // Write K and V (row_elems floats each) for one position of one layer.
+  virtual void store(int slot, int layer, int pos, const float* k, const float* v) = 0;
+  // View of a slot's K/V in one layer for the attention kernel.
+  virtual kernels::KVSeqView view(int slot, int layer) const = 0;
+
+  // Positions that can still be reserved across all slots, and in all. The
+  // scheduler admits and preempts requests by these.
+  virtual int64_t free_positions() const = 0;
+  virtual int64_t total_positions() const = 0;
+  // Free positions that reserve(slot, new_len) would take (whole blocks).
+  virtual int64_t positions_needed(int slot, int new_len) const = 0;
+
+  // Prefix caching; caches without it keep these defaults.
+  // Map into an empty slot the longest run of cached full blocks whose tokens
+  // equal the start of `tokens` (never the block holding the last token, whose
+  // logits the caller still needs). Returns the positions now valid: prefill
+  // starts there.
+  virtual int attach_prefix(int slot, const std::vector<int>& tokens) { return 0; }
+  // Offer the slot's full blocks that hold the first tokens.size() positions
+  // (prompt tokens only: never drafts or generated tokens) to the prefix cache.
+  virtual void publish_prefix(int slot, const std::vector<int>& tokens) {}
+
+  struct Stats {
+    int64_t blocks_total = 0, blocks_used = 0;  // used: referenced by some slot
+    int64_t blocks_cached = 0;                  // unreferenced but kept for prefix reuse
+    int64_t prefix_lookup_tokens = 0;           // prompt tokens looked up in the prefix cache
+    int64_t prefix_hit_tokens = 0;              // of which found
+    int block_size = 0;
+  };
+  virtual Stats stats() const = 0;
+
+  const KVCacheShape& shape() const { return shape_; }
+  DType type() const { return type_; }
+
+ protected:
+  KVCacheShape shape_;
+  DType type_ = DType::F16;
+};
+
+}  // namespace tandem

@@ -1,0 +1,97 @@
+#include "engine/async_engine.h"
+
+#include <cstdio>
+#include <exception>
+
+namespace tandem {
+
+AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, int max_queue)
+    : engine_(std::move(engine)), max_queue_(max_queue) {
+  metrics_ = engine_->metrics();
+  thread_ = std::thread([this] { loop(); });
+}
+
+AsyncEngine::~AsyncEngine() { shutdown(false); }
+
+AsyncEngine::Submit AsyncEngine::submit(Request request, int* id) {
+  engine_->validate(request);  // const: safe from any thread
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!accepting_) return Submit::ShuttingDown;
+  if (static_cast<int>(inbox_.size()) + metrics_.queued >= max_queue_) return Submit::QueueFull;
+  *id = next_id_++;
+  inbox_.emplace_back(*id, std::move(request));
+  metrics_.queued++;  // until the engine thread's next snapshot
+  wake_.notify_one();
+  return Submit::Accepted;
+}
+
+void AsyncEngine::cancel(int id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancels_.push_back(id);
+  wake_.notify_one();
+}
+
+EngineMetrics AsyncEngine::metrics() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_;
+}
+
+void AsyncEngine::shutdown(bool drain) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+    if (!stopping_) drain_ = drain;
+    stopping_ = true;
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void AsyncEngine::loop() {
+  for (;;) {
+    std::vector<std::pair<int, Request>> inbox;
+    std::vector<int> cancels;
+    bool stopping, drain;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !engine_->idle();
+      });
+      inbox.swap(inbox_);
+      cancels.swap(cancels_);
+      stopping = stopping_;
+      drain = drain_;
+    }
+    for (auto& [id, request] : inbox) {
+      // Forget the mapping when the request ends, whichever way.
+      auto user_finish = std::move(request.on_finish);
+      request.on_finish = [this, id, user_finish](const RequestResult& r) {
+        engine_ids_.erase(id);
+        if (user_finish) user_finish(r);
+      };
+      engine_ids_[id] = engine_->submit(std::move(request));
+    }
+    for (int id : cancels) {
+      auto it = engine_ids_.find(id);
+      if (it != engine_ids_.end()) engine_->cancel(it->second);
+    }
+    if (stopping && !drain) {
+      std::vector<int> all;
+      for (auto [ours, theirs] : engine_ids_) all.push_back(theirs);
+      for (int id : all) engine_->cancel(id);
+    }
+    try {
+      if (!engine_->idle()) engine_->step();
+    } catch (const std::exception& e) {
+      // Should not happen; if it does, fail the requests rather than hang them.
+      std::fprintf(stderr, "engine error: %s\n", e.what());
+      engine_->abort_all("error");
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_ = engine_->metrics();
+    metrics_.queued += static_cast<int>(inbox_.size());
+    if (stopping && engine_->idle() && inbox_.empty()) return;
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,155 @@
+#include "engine/speculative_runner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "spec/verifier.h"
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+SpeculativeRunner::SpeculativeRunner(Transformer& target, KVCache& cache, Drafter* drafter,
+                                     SpecOptions opt)
+    : target_(target), cache_(cache), drafter_(drafter), opt_(opt) {
+  check(opt_.k >= 1, "draft length K must be >= 1, got {}", opt_.k);
+  check(opt_.k <= kMaxDraft, "draft length K must be <= {}, got {}", kMaxDraft, opt_.k);
+}
+
+int SpeculativeRunner::sample_next(Sequence& seq, float* logits) {
+  const int V = target_.vocab_size();
+  const auto& sp = seq.params().sampling;
+  const auto& toks = seq.tokens();
+  apply_repetition_penalty(logits, V, toks.data(), static_cast<int>(toks.size()), sp);
+  if (sp.greedy()) return argmax(logits, V);
+  SamplingDistribution p;
+  p.compute(logits, V, sp);
+  return p.sample(seq.rng());
+}
+
+void SpeculativeRunner::prefill(const std::vector<std::pair<Sequence*, int>>& chunks) {
+  const auto t0 = Clock::now();
+  batch_.clear();
+  std::vector<Sequence*> completed;
+  int fed = 0;
+  for (auto [s, n] : chunks) {
+    const int have = cache_.length(s->target_slot);
+    check(n > 0 && have + n <= s->prefill_end(), "prefill: sequence {} cannot take {} tokens",
+          s->id(), n);
+    // Only a new request samples at the end of its prefill; a recomputed one
+    // (after preemption) already has its next token.
+    const bool sample = have + n == s->prefill_end() && s->n_generated() == 0;
+    batch_.add_sequence(s->target_slot, s->tokens().data() + have, n, have, false, sample);
+    if (sample) completed.push_back(s);
+    fed += n;
+  }
+  if (fed == 0) return;
+  const int V = target_.vocab_size();
+  logits_.resize(completed.size() * size_t(V));
+  target_.forward(batch_, cache_, logits_.data());
+  const double ms = ms_between(t0, Clock::now());
+  costs_.record_verify(fed, ms);
+  for (auto [s, n] : chunks) s->stats().prefill_ms += ms;
+  for (size_t i = 0; i < completed.size(); ++i)
+    completed[i]->accept(sample_next(*completed[i], &logits_[i * V]));
+}
+
+int SpeculativeRunner::draft_length(const Sequence& seq) const {
+  if (!drafter_ || !seq.params().speculate) return 0;
+  int k = opt_.k;
+  if (opt_.adaptive) {
+    k = costs_.has_verify() ? choose_k(seq.acceptance.alpha(), costs_, opt_.k) : 1;
+  } else if (opt_.opt_out && seq.stats().spec_rounds >= 8 && costs_.has_verify()) {
+    const double a = seq.acceptance.alpha();
+    const double with_drafts =
+        expected_tokens(a, k) / (k * costs_.draft_step_ms() + costs_.verify_ms(k + 1));
+    if (with_drafts < 1.0 / costs_.verify_ms(1)) k = 0;
+  }
+  // A round emits up to k + 1 tokens and writes k + 1 cache positions.
+  const int len = static_cast<int>(seq.tokens().size());
+  k = std::min(k, seq.remaining() - 1);
+  k = std::min(k, cache_.capacity(seq.target_slot) - len);
+  return std::max(k, 0);
+}
+
+void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vector<int>& k) {
+  if (seqs.empty()) return;
+  const auto t0 = Clock::now();
+
+  // 1-2. Draft.
+  bool any_draft = false;
+  for (int ki : k) any_draft |= ki > 0;
+  drafts_.resize(seqs.size());
+  for (auto& d : drafts_) d.clear();
+  if (any_draft) drafter_->propose(seqs, k, drafts_);
+  const auto t1 = Clock::now();
+
+  // 3. One target forward: pending tokens plus drafts for every sequence.
+  batch_.clear();
+  std::vector<int> first_row(seqs.size());
+  int rows = 0, max_drafted = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    const auto& toks = s.tokens();
+    const int have = cache_.length(s.target_slot);
+    check(have < static_cast<int>(toks.size()), "sequence {} has no pending token", s.id());
+    const int pending = static_cast<int>(toks.size()) - have;
+    batch_.add_sequence(s.target_slot, toks.data() + have, pending, have, false, true);
+    const auto& d = drafts_[i].tokens;
+    batch_.add_sequence(s.target_slot, d.data(), static_cast<int>(d.size()), have + pending, true,
+                        false);
+    first_row[i] = rows;
+    rows += 1 + static_cast<int>(d.size());
+    max_drafted = std::max(max_drafted, static_cast<int>(d.size()));
+  }
+  const int V = target_.vocab_size();
+  logits_.resize(static_cast<size_t>(rows) * V);
+  target_.forward(batch_, cache_, logits_.data());
+  const auto t2 = Clock::now();
+  const double draft_ms = ms_between(t0, t1), verify_ms = ms_between(t1, t2);
+  costs_.record_verify(batch_.size(), verify_ms);
+  if (any_draft) costs_.record_draft_step(draft_ms / std::max(1, max_drafted));
+
+  // 4-5. Accept, emit, roll back.
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    const Draft& d = drafts_[i];
+    const int n_draft = static_cast<int>(d.tokens.size());
+    const int base = static_cast<int>(s.tokens().size());  // cache holds all of these now
+    Verdict v = verify_draft(&logits_[static_cast<size_t>(first_row[i]) * V], V, d,
+                             s.params().sampling, s.tokens(), s.rng());
+    auto& st = s.stats();
+    st.rounds++;
+    if (n_draft > 0) {
+      st.spec_rounds++;
+      st.drafted += n_draft;
+      st.accepted += v.n_accepted;
+      st.rejections += v.n_accepted < n_draft;
+    }
+    s.acceptance.update(v.n_accepted, v.n_accepted < n_draft);
+    bool open = true;
+    for (int j = 0; j < v.n_accepted && open; ++j) open = s.accept(d.tokens[j]);
+    if (open) s.accept(v.token);
+    // The cache keeps the pending tokens and the accepted drafts; the new last
+    // token (correction or bonus) is fed next round.
+    cache_.truncate_to(s.target_slot, base + v.n_accepted);
+    if (drafter_) drafter_->sync(s);
+    st.draft_ms += draft_ms;
+    st.verify_ms += verify_ms;
+  }
+  const double total_ms = ms_between(t0, Clock::now());
+  for (Sequence* s : seqs) s->stats().decode_ms += total_ms;
+}
+
+void SpeculativeRunner::release(const Sequence& seq) {
+  if (drafter_) drafter_->release(seq);
+}
+
+}  // namespace tandem

@@ -1,0 +1,74 @@
+// Runs decode rounds for a batch of sequences, with or without speculation:
+//  1. each sequence gets a draft length K (fixed, adaptive, or 0: plain decode;
+//     reduced near the context limit and the token limit);
+//  2. the drafter proposes up to K tokens per sequence (batched draft steps);
+//  3. one target forward verifies all of them: per sequence, the tokens the
+//     target cache lacks (the last sampled token g) followed by its drafts, with
+//     logits at every one of those K+1 positions;
+//  4. per sequence: accept/reject (greedy or rejection sampling), the bonus or
+//     correction token, stop conditions on accepted tokens only;
+//  5. rollback: the target cache keeps g and the accepted drafts (truncate_to),
+//     the drafter drops what the target rejected.
+// Because the kernels are batch-invariant, a position's logits are bit-identical
+// to plain decoding's, so greedy output with speculation equals greedy output
+// without it, token for token.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "engine/sequence.h"
+#include "model/transformer.h"
+#include "spec/adaptive_k.h"
+#include "spec/drafter.h"
+
+namespace tandem {
+
+constexpr int kMaxDraft = 32;  // the longest draft a round may verify
+
+struct SpecOptions {
+  int k = 5;              // draft length; with adaptive, the most it may choose
+  bool adaptive = false;  // choose K per round and per request (spec/adaptive_k.h)
+  // With a fixed K: stop drafting for a request whose measured acceptance makes
+  // speculation slower than plain decoding (it resumes when the estimate, which
+  // fades back towards its prior, says drafting pays again).
+  bool opt_out = true;
+};
+
+class SpeculativeRunner {
+ public:
+  // drafter may be null: plain decoding.
+  SpeculativeRunner(Transformer& target, KVCache& cache, Drafter* drafter, SpecOptions opt);
+
+  // One forward feeding chunks[i].second more tokens of chunks[i].first (tokens
+  // its target cache lacks, up to its prefill_end()). A new request whose prompt
+  // is then complete gets its first token sampled.
+  void prefill(const std::vector<std::pair<Sequence*, int>>& chunks);
+  // The draft length this round would use for seq (0: plain decode step).
+  int draft_length(const Sequence& seq) const;
+  // One decode round for every sequence (each fully prefilled), drafting up to
+  // k[i] tokens for seqs[i] (the engine may lower draft_length() when KV blocks
+  // run short).
+  void step(const std::vector<Sequence*>& seqs, const std::vector<int>& k);
+  // Release what the drafter holds for a finished sequence.
+  void release(const Sequence& seq);
+
+  const CostModel& costs() const { return costs_; }
+  Drafter* drafter() const { return drafter_; }
+  const SpecOptions& options() const { return opt_; }
+
+ private:
+  // Sample the sequence's next token from one row of logits (prefill's last row).
+  int sample_next(Sequence& seq, float* logits);
+
+  Transformer& target_;
+  KVCache& cache_;
+  Drafter* drafter_;
+  SpecOptions opt_;
+  CostModel costs_;
+  std::vector<float> logits_;
+  std::vector<Draft> drafts_;
+  ForwardBatch batch_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,130 @@
+// Vectorised RMSNorm, SwiGLU, bias add and rotary embedding. Each works on one
+// row and its summation order depends only on the row length.
+#include "kernels/cpu/hwy_targets.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/elementwise_cpu.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace tandem::kernels::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+  const hn::ScalableTag<float> df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  auto a0 = hn::Zero(df), a1 = hn::Zero(df);
+  int i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    const auto v0 = hn::LoadU(df, x + i), v1 = hn::LoadU(df, x + i + L);
+    a0 = hn::MulAdd(v0, v0, a0);
+    a1 = hn::MulAdd(v1, v1, a1);
+  }
+  float ss = hn::GetLane(hn::SumOfLanes(df, hn::Add(a0, a1)));
+  for (; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  const auto vs = hn::Set(df, scale);
+  i = 0;
+  for (; i + L <= n; i += L)
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + i), vs), hn::LoadU(df, w + i)), df, out + i);
+  for (; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void SwiGLU(const float* gate, const float* up, int n, float* out) {
+  const hn::ScalableTag<float> df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  const auto one = hn::Set(df, 1.0f);
+  int i = 0;
+  for (; i + L <= n; i += L) {
+    const auto g = hn::LoadU(df, gate + i);
+    const auto silu = hn::Div(g, hn::Add(one, hn::Exp(df, hn::Neg(g))));
+    hn::StoreU(hn::Mul(silu, hn::LoadU(df, up + i)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void AddInplace(float* x, const float* b, int n) {
+  const hn::ScalableTag<float> df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  int i = 0;
+  for (; i + L <= n; i += L)
+    hn::StoreU(hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, b + i)), df, x + i);
+  for (; i < n; ++i) x[i] += b[i];
+}
+
+// cos and sin are computed once per frequency (as the reference does) and the
+// rotation is vectorised for the NeoX layout, whose pairs are half a head apart.
+void Rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
+  const int half = head_dim / 2;
+  constexpr int kMaxHalf = 512;
+  float c[kMaxHalf], s[kMaxHalf];
+  for (int i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * inv_freq[i];
+    c[i] = std::cos(angle);
+    s[i] = std::sin(angle);
+  }
+  const hn::ScalableTag<float> df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<size_t>(h) * head_dim;
+    if (style == RopeStyle::NeoX) {
+      int i = 0;
+      for (; i + L <= half; i += L) {
+        const auto x0 = hn::LoadU(df, v + i), x1 = hn::LoadU(df, v + half + i);
+        const auto vc = hn::LoadU(df, c + i), vsn = hn::LoadU(df, s + i);
+        hn::StoreU(hn::Sub(hn::Mul(x0, vc), hn::Mul(x1, vsn)), df, v + i);
+        hn::StoreU(hn::Add(hn::Mul(x0, vsn), hn::Mul(x1, vc)), df, v + half + i);
+      }
+      for (; i < half; ++i) {
+        const float x0 = v[i], x1 = v[half + i];
+        v[i] = x0 * c[i] - x1 * s[i];
+        v[half + i] = x0 * s[i] + x1 * c[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * c[i] - x1 * s[i];
+        v[2 * i + 1] = x0 * s[i] + x1 * c[i];
+      }
+    }
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace tandem::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "core/error.h"
+
+namespace tandem::kernels::cpu {
+HWY_EXPORT(RmsNorm);
+HWY_EXPORT(SwiGLU);
+HWY_EXPORT(AddInplace);
+HWY_EXPORT(Rope);
+HWY_EXPORT(TargetName);
+
+const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
+  HWY_DYNAMIC_DISPATCH(RmsNorm)(x, w, n, eps, out);
+}
+void swiglu(const float* gate, const float* up, int n, float* out) {
+  HWY_DYNAMIC_DISPATCH(SwiGLU)(gate, up, n, out);
+}
+void add_inplace(float* x, const float* b, int n) { HWY_DYNAMIC_DISPATCH(AddInplace)(x, b, n); }
+void rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
+  check(head_dim % 2 == 0 && head_dim <= 1024, "rope: head_dim {} must be even and at most 1024",
+        head_dim);
+  HWY_DYNAMIC_DISPATCH(Rope)(x, n_heads, head_dim, pos, inv_freq, style);
+}
+}  // namespace tandem::kernels::cpu
+#endif

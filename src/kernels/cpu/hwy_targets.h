@@ -1,0 +1,21 @@
+// Highway target selection shared by every SIMD translation unit of the CPU
+// kernels. Include first, before any hwy header.
+//
+// AVX3_DL (AVX-512 with VNNI/VBMI: Ice Lake, Zen 4) is opt-in in Highway 1.0.3;
+// we want it for the int8 dot products (vpdpbusd, vpdpwssd).
+#pragma once
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+// SSSE3-only machines are rare; skipping that target saves compile time.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS HWY_SSSE3
+#endif
+
+// Highway 1.0.3's AVX3_DL target attribute names "avxvnni" (the VEX form, absent
+// on Zen 4) but not "avx512vnni", although the target's run-time check requires
+// AVX512-VNNI. Files that use the EVEX VNNI intrinsics add
+//   #if HWY_TARGET == HWY_AVX3_DL
+//   #pragma GCC target("avx512vnni")
+//   #endif
+// right after HWY_BEFORE_NAMESPACE() (HWY_AFTER_NAMESPACE() pops it again).

@@ -1,0 +1,45 @@
+// One unit of matmul work, as handed by the driver (matmul_cpu.cpp) to the
+// per-family SIMD kernels: output columns [n0, n1) of one weight matrix for
+// activation rows [m0, m1) (at most kTileRows of them).
+//
+// Every kernel is weight-stationary: it unpacks one weight row (output column)
+// into a small per-thread buffer once and then applies it to each activation
+// row of the tile with the same per-row code, so a row's result never depends
+// on which or how many rows share the call (batch invariance).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cpu/activations.h"
+
+namespace tandem::kernels::cpu {
+
+constexpr int kTileRows = 16;
+
+struct MatmulChunk {
+  DType type;
+  const uint8_t* w;  // row n starts at w + n * row_bytes
+  size_t row_bytes;
+  int64_t K;
+  int64_t n0, n1;
+  int m0, m1;
+  const float* x = nullptr;      // float activations, M x K (float weight types)
+  const Q8Acts* q8 = nullptr;    // legacy weight types
+  const Q8KActs* q8k = nullptr;  // K-quants
+  float* y;                      // y[m * ldy + n]
+  int64_t ldy;
+};
+
+// Which activation form a weight type's kernel consumes.
+enum class ActKind { Float, Q8, Q8K };
+ActKind act_kind(DType t);
+
+void matmul_chunk_float(const MatmulChunk& c);   // F32, F16, BF16
+void matmul_chunk_legacy(const MatmulChunk& c);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
+void matmul_chunk_kquant(const MatmulChunk& c);  // Q2_K .. Q6_K
+// Portable fallback for targets without usable SIMD (Highway's scalar target):
+// dequantize each weight row and take float dot products with the float x.
+void matmul_chunk_dequant(const MatmulChunk& c);
+
+}  // namespace tandem::kernels::cpu

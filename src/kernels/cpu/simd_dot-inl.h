@@ -1,0 +1,128 @@
+// Per-target integer dot-product building blocks of the quantized matmuls,
+// included by each Highway translation unit (foreach_target re-includes it once
+// per target, hence the toggling guard instead of #pragma once).
+//
+// Both helpers are lane-exact: i32 lane i receives the products of bytes
+// 4i..4i+3, on every target, so callers may attach per-lane scales. On AVX3_DL
+// (AVX-512 VNNI) they are one or two instructions; elsewhere portable Highway
+// code computes the same integers.
+#if defined(TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
+#undef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
+#else
+#define TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL  // see hwy_targets.h
+#pragma GCC target("avx512vnni")
+#endif
+namespace tandem::kernels::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// One IEEE half (raw bits) as float: a single instruction with F16C, else bits.
+HWY_INLINE float F16ToF32(uint16_t h) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  return _cvtsh_ss(h);
+#else
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000 | (mant << 13);
+  } else if (exp == 0) {  // zero or subnormal: mant * 2^-24, exact in float
+    const float v = static_cast<float>(mant) * 0x1p-24f;
+    return sign ? -v : v;
+  } else {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
+// Sign-extended low and high 16-bit halves of each 32-bit lane.
+template <class DI32, class V16>
+HWY_INLINE void SplitPairs(DI32 di32, V16 v, hn::Vec<DI32>& lo, hn::Vec<DI32>& hi) {
+  const auto v32 = hn::BitCast(di32, v);
+  lo = hn::ShiftRight<16>(hn::ShiftLeft<16>(v32));
+  hi = hn::ShiftRight<16>(v32);
+}
+
+// Products of adjacent byte pairs: i16 lane j = w[2j] * x[2j] + w[2j+1] * x[2j+1],
+// with w unsigned and x signed (vpmaddubsw without its saturation; callers keep
+// w <= 63 so the sum fits, or use only the separate halves).
+template <class DU8>
+HWY_INLINE void BytePairProducts(DU8 du8, hn::Vec<DU8> w, hn::Vec<hn::Repartition<int8_t, DU8>> x,
+                                 hn::Vec<hn::Repartition<int16_t, DU8>>& even,
+                                 hn::Vec<hn::Repartition<int16_t, DU8>>& odd) {
+  const hn::Repartition<int16_t, DU8> di16;
+  const hn::Repartition<uint16_t, DU8> du16;
+  const auto w16 = hn::BitCast(du16, w);
+  const auto we = hn::BitCast(di16, hn::And(w16, hn::Set(du16, 0xFF)));
+  const auto wo = hn::BitCast(di16, hn::ShiftRight<8>(w16));
+  const auto x16 = hn::BitCast(di16, x);
+  const auto xe = hn::ShiftRight<8>(hn::ShiftLeft<8>(x16));
+  const auto xo = hn::ShiftRight<8>(x16);
+  even = hn::Mul(we, xe);  // |255 * 127| fits in i16
+  odd = hn::Mul(wo, xo);
+}
+
+// acc + (sum over bytes 4i..4i+3 of w * x) in i32 lane i; w unsigned, x signed
+// (vpdpbusd).
+template <class DU8>
+HWY_INLINE hn::Vec<hn::Repartition<int32_t, DU8>> DotU8S8(
+    DU8 du8, hn::Vec<hn::Repartition<int32_t, DU8>> acc, hn::Vec<DU8> w,
+    hn::Vec<hn::Repartition<int8_t, DU8>> x) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if constexpr (sizeof(hn::Vec<DU8>) == 64) {
+    return decltype(acc){_mm512_dpbusd_epi32(acc.raw, w.raw, x.raw)};
+  } else if constexpr (sizeof(hn::Vec<DU8>) == 32) {
+    return decltype(acc){_mm256_dpbusd_epi32(acc.raw, w.raw, x.raw)};
+  }
+#endif
+  const hn::Repartition<int32_t, DU8> di32;
+  hn::Vec<hn::Repartition<int16_t, DU8>> even, odd;
+  BytePairProducts(du8, w, x, even, odd);
+  hn::Vec<decltype(di32)> a, b, c, d;
+  SplitPairs(di32, even, a, b);
+  SplitPairs(di32, odd, c, d);
+  return hn::Add(acc, hn::Add(hn::Add(a, b), hn::Add(c, d)));
+}
+
+// acc + sum over the two byte pairs of lane i of (pair product sum) * scale16,
+// where scale16 holds one i16 scale per byte pair (vpmaddubsw + vpdpwssd).
+// Requires w <= 63 (the K-quants' at most 6-bit codes) so pair sums fit in i16.
+template <class DU8>
+HWY_INLINE hn::Vec<hn::Repartition<int32_t, DU8>> DotU8S8Scaled(
+    DU8 du8, hn::Vec<hn::Repartition<int32_t, DU8>> acc, hn::Vec<DU8> w,
+    hn::Vec<hn::Repartition<int8_t, DU8>> x, hn::Vec<hn::Repartition<int16_t, DU8>> scale16) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if constexpr (sizeof(hn::Vec<DU8>) == 64) {
+    return decltype(acc){
+        _mm512_dpwssd_epi32(acc.raw, _mm512_maddubs_epi16(w.raw, x.raw), scale16.raw)};
+  } else if constexpr (sizeof(hn::Vec<DU8>) == 32) {
+    return decltype(acc){
+        _mm256_dpwssd_epi32(acc.raw, _mm256_maddubs_epi16(w.raw, x.raw), scale16.raw)};
+  }
+#endif
+  const hn::Repartition<int32_t, DU8> di32;
+  hn::Vec<hn::Repartition<int16_t, DU8>> even, odd;
+  BytePairProducts(du8, w, x, even, odd);
+  hn::Vec<decltype(di32)> p_lo, p_hi, s_lo, s_hi;
+  SplitPairs(di32, hn::Add(even, odd), p_lo, p_hi);
+  SplitPairs(di32, scale16, s_lo, s_hi);
+  return hn::Add(acc, hn::Add(hn::Mul(p_lo, s_lo), hn::Mul(p_hi, s_hi)));
+}
+
+}  // namespace tandem::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // toggle guard

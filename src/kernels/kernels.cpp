@@ -1,0 +1,63 @@
+// Entry points of kernels.h. Each forwards to the SIMD CPU kernels (which pick
+// the instruction set at run time), or to the scalar reference when the
+// environment says TANDEM_KERNELS=ref (for debugging and A/B comparisons).
+#include "kernels/kernels.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace tandem::kernels {
+namespace {
+
+bool use_ref() {
+  static const bool ref = [] {
+    const char* v = std::getenv("TANDEM_KERNELS");
+    return v != nullptr && std::strcmp(v, "ref") == 0;
+  }();
+  return ref;
+}
+
+}  // namespace
+
+bool using_reference_kernels() { return use_ref(); }
+
+void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& pool) {
+  if (use_ref()) return ref::matmul(W, x, M, y, pool);
+  const TensorView* w = &W;
+  cpu::matmul_multi(&w, 1, x, M, &y, pool);
+}
+void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
+                  float* const* ys, ThreadPool& pool) {
+  if (use_ref()) {
+    for (int i = 0; i < count; ++i) ref::matmul(*Ws[i], x, M, ys[i], pool);
+    return;
+  }
+  cpu::matmul_multi(Ws, count, x, M, ys, pool);
+}
+void get_row(const TensorView& W, int64_t r, float* out) { ref::get_row(W, r, out); }
+void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
+  if (use_ref()) return ref::rmsnorm(x, w, n, eps, out);
+  cpu::rmsnorm(x, w, n, eps, out);
+}
+void swiglu(const float* gate, const float* up, int n, float* out) {
+  if (use_ref()) return ref::swiglu(gate, up, n, out);
+  cpu::swiglu(gate, up, n, out);
+}
+void add_inplace(float* x, const float* b, int n) {
+  if (use_ref()) return ref::add_inplace(x, b, n);
+  cpu::add_inplace(x, b, n);
+}
+void rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
+  if (use_ref()) return ref::rope(x, n_heads, head_dim, pos, inv_freq, style);
+  cpu::rope(x, n_heads, head_dim, pos, inv_freq, style);
+}
+void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
+               const AttentionShape& shape, float* out, ThreadPool& pool) {
+  if (use_ref()) return ref::attention(q, n_q, pos, kv, shape, out, pool);
+  cpu::attention(q, n_q, pos, kv, shape, out, pool);
+}
+
+}  // namespace tandem::kernels

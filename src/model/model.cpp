@@ -1,0 +1,72 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/gguf_reader.h"
+#include "model/hf_loader.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace tandem {
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = path;
+  if (fs::is_directory(path)) {
+    if (!is_hf_model_dir(path))
+      fail("{}: not a model directory (no config.json with safetensors weights)", path);
+    HFModelFiles hf = load_hf_model_dir(path);
+    m->format_ = "hf";
+    m->config_ = hf.config;
+    m->tensors_ = std::move(hf.tensors);
+    m->chat_template_ = hf.chat_template;
+    if (!hf.tokenizer_json_path.empty())
+      m->tokenizer_ = Tokenizer::from_hf_json(hf.tokenizer_json_path);
+    m->stop_ids_ = hf.eos_token_ids;
+  } else {
+    if (!fs::exists(path)) fail("{}: no such file or directory", path);
+    auto gguf = std::make_shared<GGUFFile>(path);
+    m->format_ = "gguf";
+    m->config_ = config_from_gguf(*gguf);
+    m->tensors_.source = path;
+    for (const auto& t : gguf->tensors()) m->tensors_.tensors.emplace(t.name, t);
+    m->tensors_.keep_alive.push_back(gguf);
+    m->chat_template_ = gguf->opt_string("tokenizer.chat_template").value_or("");
+    if (gguf->has("tokenizer.ggml.model")) m->tokenizer_ = Tokenizer::from_gguf(*gguf);
+  }
+  m->weights_ = bind_weights(m->config_, m->tensors_);
+  if (m->tokenizer_) {
+    check(m->tokenizer_->vocab_size() <= m->config_.vocab_size,
+          "{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
+          m->tokenizer_->vocab_size(), m->config_.vocab_size);
+    for (int id : m->tokenizer_->eog_ids()) m->stop_ids_.push_back(id);
+  }
+  std::sort(m->stop_ids_.begin(), m->stop_ids_.end());
+  m->stop_ids_.erase(std::unique(m->stop_ids_.begin(), m->stop_ids_.end()), m->stop_ids_.end());
+  return m;
+}
+
+const Tokenizer& Model::require_tokenizer() const {
+  if (!tokenizer_) fail("{}: the model has no tokenizer", path_);
+  return *tokenizer_;
+}
+
+bool Model::is_stop(int id) const {
+  return std::binary_search(stop_ids_.begin(), stop_ids_.end(), id);
+}
+
+size_t Model::weight_bytes_per_token() const {
+  size_t n = weights_.output.nbytes + weights_.output_norm.nbytes;
+  for (const auto& L : weights_.layers)
+    for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
+                                &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down})
+      n += t->nbytes;
+  return n;
+}
+
+}  // namespace tandem

@@ -1,0 +1,50 @@
+// A loaded model: configuration, weights (in place in the file's memory map),
+// tokenizer and chat template, from a GGUF file or a Hugging Face directory.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/tensor_set.h"
+#include "model/weights.h"
+
+namespace tandem {
+
+class Tokenizer;
+
+class Model {
+ public:
+  // path: a .gguf file or a Hugging Face model directory. Throws tandem::Error.
+  static std::unique_ptr<Model> load(const std::string& path);
+  ~Model();
+
+  const std::string& path() const { return path_; }
+  const std::string& format() const { return format_; }  // "gguf" or "hf"
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const TensorSet& tensors() const { return tensors_; }
+  // Null when the file carries no tokenizer (some synthetic test models).
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  const Tokenizer& require_tokenizer() const;
+  const std::string& chat_template() const { return chat_template_; }
+  // Token ids that end generation: the tokenizer's end-of-generation tokens plus
+  // any eos ids from generation_config.json.
+  const std::vector<int>& stop_ids() const { return stop_ids_; }
+  bool is_stop(int id) const;
+  // Bytes of weights read for one token (every matrix once; the embedding row is negligible).
+  size_t weight_bytes_per_token() const;
+
+ private:
+  Model() = default;
+  std::string path_, format_;
+  ModelConfig config_;
+  TensorSet tensors_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string chat_template_;
+  std::vector<int> stop_ids_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,56 @@
+// The forward pass of a Llama-family decoder over a batch of tokens with
+// explicit positions and cache slots. One code path serves prefill, single-token
+// decode and the K+1-position verification of speculative decoding: each token
+// appends its K/V at (slot, position) and attends causally to its slot's cache.
+#pragma once
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace tandem {
+
+struct ForwardBatch {
+  std::vector<int> tokens;
+  std::vector<int> positions;  // tokens of one slot are consecutive and continue its cache
+  std::vector<int> slots;
+  std::vector<int> logit_rows;  // indices into tokens whose logits are wanted, in output order
+
+  void clear() { tokens.clear(); positions.clear(); slots.clear(); logit_rows.clear(); }
+  // Append n tokens of one sequence at positions start.., optionally all wanting logits.
+  void add_sequence(int slot, const int* ids, int n, int start, bool all_logits, bool last_logits);
+  int size() const { return static_cast<int>(tokens.size()); }
+};
+
+class Transformer {
+ public:
+  // The model must outlive the transformer. Scratch buffers grow with the largest batch seen.
+  Transformer(const Model& model, ThreadPool& pool);
+
+  // Runs the batch through every layer, writing K/V into `cache` and advancing each
+  // slot's length; writes batch.logit_rows.size() rows of vocab_size logits.
+  void forward(const ForwardBatch& batch, KVCache& cache, float* logits);
+
+  const Model& model() const { return model_; }
+  int vocab_size() const { return model_.config().vocab_size; }
+  KVCacheShape cache_shape() const;
+
+ private:
+  void ensure_scratch(int n_tokens);
+  void validate(const ForwardBatch& batch, KVCache& cache) const;
+
+  const Model& model_;
+  const ModelConfig& c_;
+  ThreadPool& pool_;
+  std::vector<float> inv_freq_;
+  // Norm weights and biases as F32 (files may store them as F16/BF16).
+  struct LayerF32 { std::vector<float> attn_norm, ffn_norm, bq, bk, bv; };
+  std::vector<LayerF32> layer_f32_;
+  std::vector<float> output_norm_;
+  // Scratch, (n_tokens, width) row-major.
+  int scratch_tokens_ = 0;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, out_;
+};
+
+}  // namespace tandem

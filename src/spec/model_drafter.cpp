@@ -1,0 +1,153 @@
+#include "spec/model_drafter.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engine/sequence.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem {
+
+void check_draft_compatible(const Model& draft, const Model& target) {
+  const int dv = draft.config().vocab_size, tv = target.config().vocab_size;
+  check(dv == tv, "draft model {} has a vocabulary of {} tokens, the target {} has {}: they must "
+        "share one tokenizer", draft.path(), dv, target.path(), tv);
+  const Tokenizer* dt = draft.tokenizer();
+  const Tokenizer* tt = target.tokenizer();
+  if (!dt || !tt) return;
+  check(dt->vocab_size() == tt->vocab_size(),
+        "draft model {} has a tokenizer of {} tokens, the target {} has {}", draft.path(),
+        dt->vocab_size(), target.path(), tt->vocab_size());
+  auto same = [&](const char* what, int a, int b) {
+    check(a == b, "draft model {} has {} id {}, the target {} has {}", draft.path(), what, a,
+          target.path(), b);
+  };
+  same("BOS", dt->bos_id(), tt->bos_id());
+  same("EOS", dt->eos_id(), tt->eos_id());
+  check(draft.stop_ids() == target.stop_ids(),
+        "draft model {} and target {} end generation on different token ids", draft.path(),
+        target.path());
+}
+
+ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool,
+                           KVCacheConfig cache)
+    : draft_(draft),
+      tf_(draft, pool),
+      n_ctx_(std::min(cache.n_ctx, draft.config().context_length)) {
+  check_draft_compatible(draft, target);
+  cache.n_ctx = n_ctx_;
+  cache_ = make_kv_cache(tf_.cache_shape(), cache);
+}
+
+int64_t ModelDrafter::positions_needed(const Sequence& seq, int k) {
+  SeqState* st = state_for(seq);
+  if (!st || k <= 0) return 0;
+  const int len = static_cast<int>(seq.tokens().size());
+  return cache_->positions_needed(st->slot, std::min(len + k - 1, n_ctx_));
+}
+
+ModelDrafter::~ModelDrafter() = default;
+
+std::string ModelDrafter::name() const { return "model:" + draft_.path(); }
+
+ModelDrafter::SeqState* ModelDrafter::state_for(const Sequence& seq) {
+  auto it = states_.find(seq.id());
+  if (it != states_.end()) return &it->second;
+  int slot = cache_->allocate();
+  if (slot < 0) return nullptr;
+  return &states_.emplace(seq.id(), SeqState{slot, {}}).first->second;
+}
+
+int ModelDrafter::choose(Sequence& seq, float* logits, const std::vector<int>& context,
+                         Draft& d) {
+  const int V = tf_.vocab_size();
+  const auto& sp = seq.params().sampling;
+  apply_repetition_penalty(logits, V, context.data(), static_cast<int>(context.size()), sp);
+  if (sp.greedy()) return argmax(logits, V);
+  d.q.emplace_back();
+  d.q.back().compute(logits, V, sp);
+  return d.q.back().sample(seq.rng());
+}
+
+void ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+                           std::vector<Draft>& out) {
+  const int V = tf_.vocab_size();
+  out.resize(seqs.size());
+  // Who drafts this round, and how many tokens at most (room in the draft cache).
+  struct Job {
+    size_t i;
+    SeqState* st;
+    int k;
+    std::vector<int> context;  // tokens + drafts so far (the penalty's context)
+  };
+  std::vector<Job> jobs;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    out[i].clear();
+    if (k[i] <= 0) continue;
+    SeqState* st = state_for(*seqs[i]);
+    if (!st) continue;
+    const int len = static_cast<int>(seqs[i]->tokens().size());
+    // Drafting k tokens writes positions up to len + k - 2.
+    const int room = std::min(k[i], n_ctx_ - len + 1);
+    if (room <= 0) continue;
+    jobs.push_back({i, st, room, seqs[i]->tokens()});
+  }
+  if (jobs.empty()) return;
+
+  // Step 0 feeds every token the draft cache lacks (the whole prefix on the
+  // first round); later steps feed the previous draft token.
+  ForwardBatch batch;
+  int max_k = 0;
+  for (auto& j : jobs) {
+    const auto& toks = seqs[j.i]->tokens();
+    // The last token must be fed to get logits, even if the cache already has it.
+    int have = std::min(static_cast<int>(j.st->cached.size()), static_cast<int>(toks.size()) - 1);
+    cache_->truncate_to(j.st->slot, have);
+    batch.add_sequence(j.st->slot, toks.data() + have, static_cast<int>(toks.size()) - have, have,
+                       false, true);
+    j.st->cached = toks;
+    max_k = std::max(max_k, j.k);
+  }
+  for (int step = 0; step < max_k; ++step) {
+    if (step > 0) {
+      batch.clear();
+      for (auto& j : jobs) {
+        if (j.k <= step) continue;
+        int prev = out[j.i].tokens.back();
+        batch.add_sequence(j.st->slot, &prev, 1, static_cast<int>(j.st->cached.size()), false,
+                           true);
+        j.st->cached.push_back(prev);
+      }
+    }
+    logits_.resize(static_cast<size_t>(batch.logit_rows.size()) * V);
+    tf_.forward(batch, *cache_, logits_.data());
+    int row = 0;
+    for (auto& j : jobs) {
+      if (j.k <= step) continue;
+      int t = choose(*seqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context, out[j.i]);
+      out[j.i].tokens.push_back(t);
+      j.context.push_back(t);
+    }
+  }
+}
+
+void ModelDrafter::sync(const Sequence& seq) {
+  auto it = states_.find(seq.id());
+  if (it == states_.end()) return;
+  auto& st = it->second;
+  const auto& toks = seq.tokens();
+  size_t common = 0;
+  while (common < st.cached.size() && common < toks.size() && st.cached[common] == toks[common])
+    ++common;
+  st.cached.resize(common);
+  cache_->truncate_to(st.slot, static_cast<int>(common));
+}
+
+void ModelDrafter::release(const Sequence& seq) {
+  auto it = states_.find(seq.id());
+  if (it == states_.end()) return;
+  cache_->free(it->second.slot);
+  states_.erase(it);
+}
+
+}  // namespace tandem

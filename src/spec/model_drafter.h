@@ -1,0 +1,61 @@
+// Drafting with a smaller model of the same family. It keeps its own KV cache,
+// one slot per sequence, holding a prefix of the sequence's tokens; on its first
+// round for a sequence it prefills that prefix (lazily: the target's prefill
+// never waits for the draft), and after every round it truncates its cache to
+// the tokens the target kept. All sequences draft together: each draft step is
+// one batched forward of the draft model.
+#pragma once
+#include <map>
+#include <memory>
+
+#include "cache/kv_cache.h"
+#include "cache/kv_cache_factory.h"
+#include "model/model.h"
+#include "model/transformer.h"
+#include "spec/drafter.h"
+
+namespace tandem {
+
+class ModelDrafter final : public Drafter {
+ public:
+  // Throws tandem::Error when the draft cannot stand in for the target: a
+  // different vocabulary size or different special-token ids.
+  // The draft's cache gets `cache` (its n_ctx is capped at the draft's context).
+  ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool, KVCacheConfig cache);
+  ~ModelDrafter() override;
+
+  std::string name() const override;
+  void propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+               std::vector<Draft>& out) override;
+  void sync(const Sequence& seq) override;
+  void release(const Sequence& seq) override;
+  bool uses_model() const override { return true; }
+  int64_t positions_needed(const Sequence& seq, int k) override;
+  int64_t free_positions() const override { return cache_->free_positions(); }
+  const KVCache* cache() const override { return cache_.get(); }
+
+  const Model& model() const { return draft_; }
+  int n_ctx() const { return n_ctx_; }
+
+ private:
+  struct SeqState {
+    int slot = -1;
+    std::vector<int> cached;  // the tokens whose K/V the slot holds, in order
+  };
+  SeqState* state_for(const Sequence& seq);  // allocates a slot; null when none is free
+  // Turn one row of draft logits into the next draft token for seq (and its q).
+  int choose(Sequence& seq, float* logits, const std::vector<int>& context, Draft& d);
+
+  const Model& draft_;
+  Transformer tf_;
+  std::unique_ptr<KVCache> cache_;
+  int n_ctx_;
+  std::map<int, SeqState> states_;  // by sequence id
+  std::vector<float> logits_;
+};
+
+// Check that `draft` can draft for `target`: same vocabulary size and the same
+// special-token ids. Throws tandem::Error naming both files and the difference.
+void check_draft_compatible(const Model& draft, const Model& target);
+
+}  // namespace tandem

@@ -1,0 +1,38 @@
+// Accept or reject drafted tokens against the target's logits.
+//
+// Greedy: accept while the target's argmax equals the draft; the first mismatch
+// yields the target's token; if all match, the bonus token is the argmax after
+// the last draft.
+// Sampling (Leviathan et al., 2023, Algorithm 1): accept draft t_i with
+// probability min(1, p(t_i) / q(t_i)); at the first rejection draw from
+// norm(max(0, p - q)) and stop; if all are accepted, draw the bonus from p after
+// the last draft. p and q carry the request's own sampling transforms, so the
+// emitted tokens have exactly the distribution of plain sampling. A point-mass q
+// (deterministic drafter or greedy draft) accepts with probability p(t_i) and
+// draws the correction from p with t_i removed.
+#pragma once
+#include <vector>
+
+#include "sampling/sampler.h"
+#include "spec/drafter.h"
+
+namespace tandem {
+
+struct Verdict {
+  int n_accepted = 0;  // leading drafted tokens kept
+  int token = -1;      // the target's own token after them (correction or bonus)
+};
+
+// logits: draft.tokens.size() + 1 rows of n_vocab target logits; row i predicts
+// draft token i (row k predicts the bonus). Rows are modified (repetition penalty).
+// `context` is the sequence's tokens; the penalty of row i also sees drafts 0..i-1.
+Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
+                     const std::vector<int>& context, Rng& rng);
+
+// One accept/reject decision with explicit distributions (exposed for the
+// statistical tests). q null means a point mass on `token`. Returns true when the
+// token is accepted; otherwise *correction receives the residual draw.
+bool accept_or_resample(const SamplingDistribution& p, const SamplingDistribution* q, int token,
+                        Rng& rng, int* correction);
+
+}  // namespace tandem

@@ -1,0 +1,115 @@
+"""Bad input to the tandem CLI: every case must exit non-zero with one clear
+error line on stderr naming the file (or option) and the problem - never a
+crash, a hang or a traceback-like dump."""
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import gguf
+
+TANDEM = os.environ.get("TANDEM_BIN", "build/tandem")
+failures = []
+
+
+def expect_error(label, args, must_contain, stdin=None):
+    try:
+        r = subprocess.run([TANDEM, *map(str, args)], capture_output=True, text=True, timeout=60,
+                           input=stdin)
+    except subprocess.TimeoutExpired:
+        failures.append(f"{label}: hung")
+        print(f"{label}: HUNG")
+        return
+    err = r.stderr.strip()
+    lines = err.splitlines()
+    ok = (r.returncode not in (0,) and r.returncode > 0 and len(lines) == 1
+          and all(s in err for s in must_contain))
+    print(f"{label}: exit {r.returncode}: {err!r} {'ok' if ok else 'FAIL'}")
+    if not ok:
+        failures.append(label)
+
+
+def write_model(path, arch="llama", drop=None, reshape=None, raw_type=None):
+    """A tiny llama GGUF written by gguf-py, optionally damaged."""
+    rng = np.random.default_rng(0)
+    d, ff, vocab = 32, 64, 64
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(1)
+    w.add_context_length(64)
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(4)
+    w.add_head_count_kv(4)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(vocab)
+    shapes = {
+        "token_embd.weight": (vocab, d), "output_norm.weight": (d,),
+        "blk.0.attn_norm.weight": (d,), "blk.0.attn_q.weight": (d, d),
+        "blk.0.attn_k.weight": (d, d), "blk.0.attn_v.weight": (d, d),
+        "blk.0.attn_output.weight": (d, d), "blk.0.ffn_norm.weight": (d,),
+        "blk.0.ffn_gate.weight": (ff, d), "blk.0.ffn_up.weight": (ff, d),
+        "blk.0.ffn_down.weight": (d, ff),
+    }
+    for name, shape in shapes.items():
+        if name == drop:
+            continue
+        if name == reshape:
+            shape = (shape[0] + 1,) + shape[1:]
+        a = rng.standard_normal(shape).astype(np.float32)
+        if name == raw_type:
+            # A type tandem does not support (IQ2_XXS: 66 bytes per 256 values); the
+            # type is refused when the file is read, before shapes are checked.
+            w.add_tensor(name, np.zeros((shape[0], 66), np.uint8),
+                         raw_dtype=gguf.GGMLQuantizationType.IQ2_XXS)
+        else:
+            w.add_tensor(name, a)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        good = t / "good.gguf"
+        write_model(good)
+        expect_error("missing file", ["info", "-m", t / "nope.gguf"], ["nope.gguf"])
+        expect_error("directory without config", ["info", "-m", tmp], [tmp])
+        (t / "text.gguf").write_text("this is not a model\n" * 10)
+        expect_error("not a GGUF", ["info", "-m", t / "text.gguf"], ["text.gguf", "GGUF"])
+        data = good.read_bytes()
+        for frac in (0.01, 0.3, 0.9):
+            cut = t / f"cut{frac}.gguf"
+            cut.write_bytes(data[: int(len(data) * frac)])
+            expect_error(f"truncated at {frac:.0%}", ["info", "-m", cut], [cut.name, "truncated"])
+        write_model(t / "arch.gguf", arch="gptx")
+        expect_error("unknown architecture", ["info", "-m", t / "arch.gguf"], ["arch.gguf", "gptx"])
+        write_model(t / "drop.gguf", drop="blk.0.ffn_up.weight")
+        expect_error("missing tensor", ["info", "-m", t / "drop.gguf"],
+                     ["drop.gguf", "blk.0.ffn_up.weight"])
+        write_model(t / "shape.gguf", reshape="blk.0.attn_v.weight")
+        expect_error("mis-shaped tensor", ["info", "-m", t / "shape.gguf"],
+                     ["shape.gguf", "blk.0.attn_v.weight", "shape"])
+        write_model(t / "type.gguf", raw_type="blk.0.ffn_gate.weight")
+        expect_error("unsupported tensor type", ["info", "-m", t / "type.gguf"],
+                     ["type.gguf", "blk.0.ffn_gate.weight"])
+        expect_error("token id outside the vocabulary",
+                     ["generate", "-m", good, "--ids", "1,2,999", "-n", "2"], ["999"])
+        expect_error("bad --ids", ["generate", "-m", good, "--ids", "1,x", "-n", "2"], ["x"])
+        expect_error("no tokenizer for text", ["generate", "-m", good, "-p", "hello"],
+                     ["tokenizer"])
+        expect_error("negative temperature",
+                     ["generate", "-m", good, "--ids", "1,2", "--temp", "-1"], ["temperature"])
+        expect_error("context overflow",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "100000"], ["context"])
+    if failures:
+        print("FAILED: " + ", ".join(failures))
+        sys.exit(1)
+    print("all error cases behaved")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+// The SIMD attention and elementwise kernels against the scalar reference, the
+// attention's batch invariance (bit-exact per query row whatever rows share the
+// call), and the thread pool.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cache/contiguous_kv_cache.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/ref/ref_kernels.h"
+
+using namespace tandem;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& e : v) e = dist(rng);
+  return v;
+}
+
+// A one-layer cache holding `len` random positions.
+struct FilledCache {
+  ContiguousKVCache cache;
+  int slot;
+  FilledCache(KVCacheShape shape, int len, DType type) : cache(shape, 1, len, type) {
+    slot = cache.allocate();
+    cache.reserve(slot, len);
+    auto k = randn(size_t(len) * shape.row_elems(), 1), v = randn(k.size(), 2);
+    for (int p = 0; p < len; ++p)
+      cache.store(slot, 0, p, &k[size_t(p) * shape.row_elems()], &v[size_t(p) * shape.row_elems()]);
+    cache.set_length(slot, len);
+  }
+};
+
+class AttentionTest : public ::testing::TestWithParam<DType> {};
+
+// Online softmax reorders the reference's sums and rescales partial results:
+// each output is a convex combination of V values (|v| <~ 5 here), formed with
+// a few hundred float operations, so 1e-4 absolute leaves ample room over the
+// ~1e-6 actually seen while catching any wrong weight or position (errors of
+// order 0.1).
+TEST_P(AttentionTest, MatchesReference) {
+  const KVCacheShape shape{1, 2, 64};
+  const int n_heads = 6, n_q = 5, len = 77;  // 77: key blocks of 32 plus a ragged end
+  FilledCache fc(shape, len, GetParam());
+  const kernels::AttentionShape ash{n_heads, 2, 64, 0.125f};
+  auto q = randn(size_t(n_q) * n_heads * 64, 3);
+  std::vector<int> pos = {72, 73, 74, 75, 76};
+  std::vector<float> fast(q.size()), ref(q.size());
+  ThreadPool pool(2);
+  kernels::cpu::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, fast.data(),
+                          pool);
+  kernels::ref::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, ref.data(),
+                          pool);
+  for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-4f) << "element " << i;
+}
+
+TEST_P(AttentionTest, RowsBitIdenticalAloneOrTogether) {
+  const KVCacheShape shape{1, 2, 64};
+  const int n_heads = 4, len = 70;
+  FilledCache fc(shape, len, GetParam());
+  const kernels::AttentionShape ash{n_heads, 2, 64, 0.125f};
+  const int n_q = 20;  // more than one tile of query rows
+  auto q = randn(size_t(n_q) * n_heads * 64, 4);
+  std::vector<int> pos(n_q);
+  for (int i = 0; i < n_q; ++i) pos[i] = 50 + i;
+  const size_t stride = size_t(n_heads) * 64;
+  std::vector<float> all(q.size()), one(stride);
+  ThreadPool pool(2);
+  kernels::cpu::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, all.data(),
+                          pool);
+  for (int i = 0; i < n_q; ++i) {
+    kernels::cpu::attention(&q[i * stride], 1, &pos[i], fc.cache.view(fc.slot, 0), ash,
+                            one.data(), pool);
+    ASSERT_EQ(0, std::memcmp(one.data(), &all[i * stride], stride * sizeof(float))) << "row " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CacheTypes, AttentionTest, ::testing::Values(DType::F16, DType::F32),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Elementwise ops differ from the reference only by summation order (RMSNorm's
+// sum of squares over 1000 values: relative error below ~1e-5) and by Highway's
+// exp (a few ulp): relative 1e-5 with a small absolute floor.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], 1e-5f * std::fabs(b[i]) + 1e-6f) << what << " element " << i;
+}
+
+TEST(Elementwise, MatchReference) {
+  const int n = 1003;  // not a multiple of any vector length: exercises the tails
+  auto x = randn(n, 5, 3.0f), w = randn(n, 6), g = randn(n, 7, 4.0f);
+  std::vector<float> a(n), b(n);
+  kernels::cpu::rmsnorm(x.data(), w.data(), n, 1e-6f, a.data());
+  kernels::ref::rmsnorm(x.data(), w.data(), n, 1e-6f, b.data());
+  expect_close(a, b, "rmsnorm");
+  kernels::cpu::swiglu(g.data(), x.data(), n, a.data());
+  kernels::ref::swiglu(g.data(), x.data(), n, b.data());
+  expect_close(a, b, "swiglu");
+  a = x;
+  b = x;
+  kernels::cpu::add_inplace(a.data(), w.data(), n);
+  kernels::ref::add_inplace(b.data(), w.data(), n);
+  EXPECT_EQ(a, b);  // one rounding per element either way
+}
+
+TEST(Elementwise, RopeMatchesReference) {
+  // Same cos/sin and the same two products per output; only a fused multiply-add
+  // may round differently: |x| < 5, so 1e-6 absolute is a few ulp.
+  std::vector<float> inv_freq(32);
+  for (int i = 0; i < 32; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / 64.0f);
+  for (auto style : {kernels::RopeStyle::Normal, kernels::RopeStyle::NeoX}) {
+    auto a = randn(3 * 64, 8), b = a;
+    kernels::cpu::rope(a.data(), 3, 64, 417, inv_freq.data(), style);
+    kernels::ref::rope(b.data(), 3, 64, 417, inv_freq.data(), style);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6f) << "element " << i;
+  }
+}
+
+TEST(ThreadPool, RunsEveryChunkOnceAcrossManyRegions) {
+  ThreadPool pool(2);
+  std::vector<int> hits(1000);
+  for (int rep = 0; rep < 2000; ++rep)
+    pool.parallel_for(1000, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) ++hits[i];
+    });
+  for (int h : hits) ASSERT_EQ(h, 2000);
+  // Self-scheduled work: every item claimed exactly once, whoever joins.
+  std::vector<std::atomic<int>> items(5000);
+  std::atomic<int> next{0};
+  pool.run_self_scheduled([&](int) {
+    for (int i; (i = next.fetch_add(1)) < 5000;) items[i].fetch_add(1);
+  });
+  for (auto& it : items) ASSERT_EQ(it.load(), 1);
+}
+
+TEST(ThreadPool, PropagatesExceptionsFromAnyThread) {
+  ThreadPool pool(2);
+  // The second chunk may run on the worker or the caller; either way it reaches us.
+  EXPECT_THROW(pool.parallel_for(2, [](int64_t b, int64_t, int) {
+    if (b == 1) throw std::runtime_error("chunk failed");
+  }),
+               std::runtime_error);
+  int calls = 0;
+  pool.parallel_for(10, [&](int64_t, int64_t, int) { ++calls; }, 100);  // still usable
+  EXPECT_EQ(calls, 1);
+}
+
+}  // namespace

@@ -1,0 +1,267 @@
+// Speculative decoding end to end on synthetic models: greedy output with any
+// drafter and any K equals plain greedy output token for token, and sampled
+// output has the same distribution as plain sampling.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine/prompt_logits.h"
+#include "model/model.h"
+#include "spec/model_drafter.h"
+#include "spec/ngram_drafter.h"
+#include "support/paths.h"
+#include "support/stats.h"
+#include "support/synthetic_model.h"
+
+using namespace tandem;
+
+namespace {
+
+std::vector<int> some_ids(int n, int vocab, uint32_t seed) {
+  std::vector<int> ids;
+  for (int i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    ids.push_back(static_cast<int>((seed >> 8) % vocab));
+  }
+  return ids;
+}
+
+// Five prompts: random, and repetitive ones that give the n-gram drafter matches.
+std::vector<std::vector<int>> prompts(int vocab) {
+  std::vector<std::vector<int>> p;
+  p.push_back(some_ids(12, vocab, 1));
+  p.push_back(some_ids(3, vocab, 2));
+  auto rep = some_ids(10, vocab, 3);
+  for (int i = 0; i < 3; ++i) rep.insert(rep.end(), rep.begin(), rep.begin() + 10);
+  p.push_back(rep);
+  p.push_back(some_ids(40, vocab, 4));
+  p.push_back({5, 6, 7, 5, 6, 7, 5, 6});
+  return p;
+}
+
+enum class DraftKind { None, SameQuantized, Other, Ngram };
+
+struct Models {
+  std::unique_ptr<Model> target, same_q8, other;
+};
+
+Models load_models(Arch arch, int vocab, bool tokenizer) {
+  auto dir = test::temp_dir("spec");
+  test::SyntheticSpec s;
+  s.arch = arch;
+  s.vocab_size = vocab;
+  s.with_tokenizer = tokenizer;
+  Models m;
+  m.target = Model::load(test::write_synthetic_gguf(s, dir + "/target.gguf"));
+  s.weight_type = DType::Q8_0;  // the same weights, rounded: a draft that mostly agrees
+  m.same_q8 = Model::load(test::write_synthetic_gguf(s, dir + "/q8.gguf"));
+  s.weight_type = DType::F32;
+  s.seed = 99;  // unrelated weights: a draft that mostly disagrees
+  s.n_layers = 1;
+  m.other = Model::load(test::write_synthetic_gguf(s, dir + "/other.gguf"));
+  return m;
+}
+
+std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
+                               const std::vector<Request>& reqs, int max_batch = 1) {
+  ThreadPool pool(1);  // tiny models: threads would only add synchronisation
+  EngineOptions eo;
+  eo.max_batch = max_batch;
+  eo.n_ctx = 256;
+  eo.spec = so;
+  std::unique_ptr<Drafter> d;
+  if (kind == DraftKind::SameQuantized)
+    d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo));
+  if (kind == DraftKind::Other)
+    d = std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo));
+  if (kind == DraftKind::Ngram) d = std::make_unique<NgramDrafter>();
+  Engine engine(*m.target, pool, eo, std::move(d));
+  std::vector<int> ids;
+  for (const auto& r : reqs) ids.push_back(engine.submit(r));
+  engine.run();
+  std::vector<RequestResult> out;
+  for (int id : ids) out.push_back(*engine.take_result(id));
+  return out;
+}
+
+Request greedy_request(std::vector<int> prompt, int n) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.params.max_tokens = n;
+  r.params.ignore_eos = true;
+  return r;
+}
+
+}  // namespace
+
+class GreedyParity : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(GreedyParity, EveryDrafterAndKMatchesPlainDecoding) {
+  Models m = load_models(GetParam(), 384, true);
+  std::vector<Request> reqs;
+  for (auto& p : prompts(384)) reqs.push_back(greedy_request(p, 128));
+  auto plain = run(m, DraftKind::None, {}, reqs);
+  for (auto kind : {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram}) {
+    for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true}}) {
+      auto spec = run(m, kind, so, reqs);
+      int drafted = 0, accepted = 0;
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        ASSERT_EQ(spec[i].tokens, plain[i].tokens)
+            << "drafter " << int(kind) << " k " << so.k << (so.adaptive ? " auto" : "")
+            << " prompt " << i;
+        drafted += spec[i].stats.drafted;
+        accepted += spec[i].stats.accepted;
+      }
+      EXPECT_GT(drafted, 0) << "the speculative path was not exercised";
+      if (kind == DraftKind::SameQuantized && !so.adaptive) {
+        EXPECT_GT(accepted, drafted / 2) << "a near-identical draft should mostly be accepted";
+      }
+      if (kind == DraftKind::Other && !so.adaptive) {
+        EXPECT_LT(accepted, drafted);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, GreedyParity, ::testing::Values(Arch::Llama, Arch::Qwen2),
+                         [](const ::testing::TestParamInfo<Arch>& info) {
+                           return std::string(info.param == Arch::Llama ? "llama" : "qwen2");
+                         });
+
+TEST(SpeculativeEngine, BatchedRequestsMatchRunningAlone) {
+  Models m = load_models(Arch::Llama, 384, true);
+  std::vector<Request> reqs;
+  auto ps = prompts(384);
+  for (int i = 0; i < 4; ++i) reqs.push_back(greedy_request(ps[i], 40 + 17 * i));
+  auto plain = run(m, DraftKind::None, {}, reqs);
+  auto batched = run(m, DraftKind::SameQuantized, {4, false}, reqs, 3);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i].tokens, plain[i].tokens) << i;
+}
+
+TEST(SpeculativeEngine, PenaltyAndStopStringsMatchPlainDecoding) {
+  Models m = load_models(Arch::Qwen2, 384, true);
+  std::vector<Request> reqs;
+  for (auto& p : prompts(384)) {
+    Request r = greedy_request(p, 96);
+    r.params.sampling.repetition_penalty = 1.3f;
+    r.params.sampling.penalty_last_n = 16;
+    reqs.push_back(r);
+  }
+  auto plain = run(m, DraftKind::None, {}, reqs);
+  // Stop at a piece of text plain decoding produced mid-way, so the stop lands
+  // inside a speculative round.
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const std::string& t = plain[i].text;
+    if (t.size() > 40) reqs[i].params.stop_strings = {t.substr(t.size() / 2, 3)};
+  }
+  plain = run(m, DraftKind::None, {}, reqs);
+  for (auto kind : {DraftKind::SameQuantized, DraftKind::Ngram}) {
+    auto spec = run(m, kind, {5, false}, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << i;
+      EXPECT_EQ(spec[i].text, plain[i].text) << i;
+      EXPECT_EQ(spec[i].finish_reason, plain[i].finish_reason) << i;
+    }
+  }
+}
+
+TEST(SpeculativeEngine, DraftWithAnotherVocabularyIsRejected) {
+  auto dir = test::temp_dir("vocab");
+  test::SyntheticSpec s;
+  auto target = Model::load(test::write_synthetic_gguf(s, dir + "/t.gguf"));
+  s.vocab_size = 400;
+  auto draft = Model::load(test::write_synthetic_gguf(s, dir + "/d.gguf"));
+  ThreadPool pool(1);
+  try {
+    ModelDrafter d(*draft, *target, pool, KVCacheConfig{});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("d.gguf"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("400"), std::string::npos) << e.what();
+  }
+}
+
+// The joint distribution of the first three sampled tokens, exactly, from the
+// model's logits: p(t1) p(t2 | t1) p(t3 | t1, t2) under the sampling transforms.
+std::vector<double> exact_joint(const Model& m, const std::vector<int>& prompt,
+                                const SamplingParams& sp) {
+  ThreadPool pool(1);
+  const int V = m.config().vocab_size;
+  auto dist = [&](const std::vector<int>& ctx) {
+    auto logits = prompt_logits(m, pool, ctx);
+    std::vector<float> last(logits.end() - V, logits.end());
+    apply_repetition_penalty(last.data(), V, ctx.data(), static_cast<int>(ctx.size()), sp);
+    SamplingDistribution d;
+    d.compute(last.data(), V, sp);
+    return std::vector<double>(d.probs().begin(), d.probs().end());
+  };
+  std::vector<double> joint(V * V * V);
+  auto p1 = dist(prompt);
+  for (int a = 0; a < V; ++a) {
+    if (p1[a] == 0) continue;
+    auto c1 = prompt;
+    c1.push_back(a);
+    auto p2 = dist(c1);
+    for (int b = 0; b < V; ++b) {
+      if (p2[b] == 0) continue;
+      auto c2 = c1;
+      c2.push_back(b);
+      auto p3 = dist(c2);
+      for (int c = 0; c < V; ++c) joint[(a * V + b) * V + c] = p1[a] * p2[b] * p3[c];
+    }
+  }
+  return joint;
+}
+
+TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
+  const int V = 8;
+  Models m = load_models(Arch::Llama, V, false);
+  // Repetitive, so the n-gram drafter proposes too.
+  const std::vector<int> prompt{1, 2, 3, 1, 2, 3, 1, 2};
+  SamplingParams configs[2];
+  configs[0].temperature = 1.5f;
+  configs[1].temperature = 1.2f;
+  configs[1].top_k = 6;
+  configs[1].top_p = 0.95f;
+  configs[1].repetition_penalty = 1.2f;
+  for (const auto& sp : configs) {
+    auto joint = exact_joint(*m.target, prompt, sp);
+    const int trials = 20000;
+    std::vector<Request> reqs;
+    for (int i = 0; i < trials; ++i) {
+      Request r;
+      r.prompt = prompt;
+      // Four tokens, so that with K = 2 one round drafts tokens 2 and 3 and
+      // verifies both; the test looks at the first three.
+      r.params.max_tokens = 4;
+      r.params.ignore_eos = true;
+      r.params.sampling = sp;
+      r.params.sampling.seed = 1000 + i;
+      reqs.push_back(r);
+    }
+    for (auto kind : {DraftKind::None, DraftKind::Other, DraftKind::SameQuantized,
+                      DraftKind::Ngram}) {
+      auto results = run(m, kind, {2, false}, reqs);
+      std::vector<long> count(joint.size());
+      int drafted = 0;
+      for (const auto& r : results) {
+        ASSERT_EQ(r.tokens.size(), 4u);
+        count[(r.tokens[0] * V + r.tokens[1]) * V + r.tokens[2]]++;
+        drafted += r.stats.drafted;
+      }
+      auto chi = test::chi_square(count, joint);
+      std::printf("T=%.1f top_k=%d drafter %d: chi2 %.1f dof %d p-value %.4f (%d drafted)\n",
+                  sp.temperature, sp.top_k, int(kind), chi.statistic, chi.dof, chi.p_value,
+                  drafted);
+      // Fixed seeds, so deterministic. A biased sampler moves probability by
+      // percents, which 20,000 trials turn into p-values far below 0.001.
+      EXPECT_GT(chi.p_value, 0.001) << "drafter " << int(kind);
+      // Every request drafts with a model; the n-gram drafter finds a match most times.
+      if (kind != DraftKind::None) {
+        EXPECT_GE(drafted, kind == DraftKind::Ngram ? trials / 2 : trials) << int(kind);
+      }
+    }
+  }
+}

@@ -1,0 +1,161 @@
+// Verification of drafted tokens: the rejection-sampling step keeps the output
+// distribution exactly p (statistical tests at fixed seeds), the greedy rule,
+// and the n-gram lookup.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "spec/adaptive_k.h"
+#include "spec/ngram_drafter.h"
+#include "spec/verifier.h"
+#include "support/stats.h"
+
+using namespace tandem;
+
+namespace {
+
+// A distribution with the given probabilities (zero stays exactly zero).
+SamplingDistribution dist_of(const std::vector<double>& probs) {
+  std::vector<float> logits;
+  for (double p : probs) logits.push_back(p > 0 ? static_cast<float>(std::log(p)) : -INFINITY);
+  SamplingParams sp;
+  sp.temperature = 1.0f;
+  SamplingDistribution d;
+  d.compute(logits.data(), static_cast<int>(logits.size()), sp);
+  return d;
+}
+
+// Emit one token the speculative way: draw t from q (or take the fixed token),
+// then accept it or take the residual draw. Returns the emitted token.
+int emit(const SamplingDistribution& p, const SamplingDistribution* q, int fixed, Rng& rng) {
+  int t = q ? q->sample(rng) : fixed;
+  int correction = -1;
+  return accept_or_resample(p, q, t, rng, &correction) ? t : correction;
+}
+
+void expect_matches_p(const char* label, const std::vector<double>& p_probs,
+                      const std::vector<double>* q_probs, int fixed = -1) {
+  auto p = dist_of(p_probs);
+  SamplingDistribution q;
+  if (q_probs) q = dist_of(*q_probs);
+  Rng rng(2024);
+  const int trials = 200000;
+  std::vector<long> count(p_probs.size());
+  for (int i = 0; i < trials; ++i) count[emit(p, q_probs ? &q : nullptr, fixed, rng)]++;
+  std::vector<double> expected(p.probs().begin(), p.probs().end());
+  auto chi = test::chi_square(count, expected);
+  std::printf("%-28s chi2 %.2f, dof %d, p-value %.4f\n", label, chi.statistic, chi.dof,
+              chi.p_value);
+  // Fixed seed: deterministic. A correct implementation passes at any sane level;
+  // a wrong residual shifts mass by percents, which at 200k trials gives p ~ 0.
+  EXPECT_GT(chi.p_value, 0.001) << label;
+  for (size_t i = 0; i < p_probs.size(); ++i) {
+    if (p_probs[i] == 0) {
+      EXPECT_EQ(count[i], 0) << label << ": token " << i << " has p = 0";
+    }
+  }
+}
+
+}  // namespace
+
+TEST(SpeculativeSampling, EmittedTokensFollowPForAnyQ) {
+  const std::vector<double> p{0.35, 0.25, 0.15, 0.1, 0.1, 0.05};
+  const std::vector<double> q{0.1, 0.3, 0.05, 0.3, 0.15, 0.1};
+  expect_matches_p("general q", p, &q);
+  const std::vector<double> q_missing{0.0, 0.5, 0.0, 0.3, 0.2, 0.0};  // q = 0 where p > 0
+  expect_matches_p("q = 0 where p > 0", p, &q_missing);
+  const std::vector<double> p_missing{0.5, 0.0, 0.3, 0.0, 0.2, 0.0};  // p = 0 where q > 0
+  expect_matches_p("p = 0 where q > 0", p_missing, &q);
+  expect_matches_p("p = q", p, &p);
+  expect_matches_p("q a point mass on a likely token", p, nullptr, 0);
+  expect_matches_p("q a point mass, p(t) = 0", p_missing, nullptr, 1);
+}
+
+TEST(SpeculativeSampling, AcceptanceRateIsSumOfMinPQ) {
+  // The probability of accepting a draft is sum_x min(p(x), q(x)).
+  const std::vector<double> p{0.5, 0.3, 0.2}, q{0.2, 0.3, 0.5};
+  auto pd = dist_of(p), qd = dist_of(q);
+  Rng rng(7);
+  const int trials = 100000;
+  int accepted = 0, correction = -1;
+  for (int i = 0; i < trials; ++i) accepted += accept_or_resample(pd, &qd, qd.sample(rng), rng, &correction);
+  // Binomial standard deviation at 0.7: sqrt(0.21 / 1e5) = 0.0014; allow 5 sigma.
+  EXPECT_NEAR(accepted / double(trials), 0.2 + 0.3 + 0.2, 0.007);
+}
+
+TEST(GreedyVerify, AcceptsWhileArgmaxMatchesThenCorrects) {
+  const int V = 5;
+  // Rows predict draft tokens 0..2 and the bonus: argmaxes 1, 3, 4, 2.
+  std::vector<float> logits = {0, 9, 0, 0, 0,  0, 0, 0, 9, 0,  0, 0, 0, 0, 9,  0, 0, 9, 0, 0};
+  Draft d;
+  d.tokens = {1, 3, 4};
+  Rng rng(1);
+  auto copy = logits;
+  Verdict all = verify_draft(copy.data(), V, d, SamplingParams{}, {0}, rng);
+  EXPECT_EQ(all.n_accepted, 3);
+  EXPECT_EQ(all.token, 2);  // bonus
+  d.tokens = {1, 2, 4};
+  copy = logits;
+  Verdict mid = verify_draft(copy.data(), V, d, SamplingParams{}, {0}, rng);
+  EXPECT_EQ(mid.n_accepted, 1);
+  EXPECT_EQ(mid.token, 3);  // the target's own token at the first mismatch
+  d.tokens = {};
+  copy = logits;
+  Verdict none = verify_draft(copy.data(), V, d, SamplingParams{}, {0}, rng);
+  EXPECT_EQ(none.n_accepted, 0);
+  EXPECT_EQ(none.token, 1);  // plain decode
+}
+
+TEST(GreedyVerify, RepetitionPenaltySeesAcceptedDrafts) {
+  // Row 1 prefers token 1 only slightly over token 2; token 1 was drafted at
+  // position 0, so the penalty (context grown by the draft) flips row 1 to 2.
+  const int V = 3;
+  std::vector<float> logits = {0, 5, 0,  0, 2.0f, 1.5f,  1, 0, 0};
+  Draft d;
+  d.tokens = {1, 1};
+  SamplingParams sp;
+  sp.repetition_penalty = 2.0f;
+  Rng rng(1);
+  Verdict v = verify_draft(logits.data(), V, d, sp, {0}, rng);
+  EXPECT_EQ(v.n_accepted, 1);
+  EXPECT_EQ(v.token, 2);
+}
+
+TEST(NgramLookup, ProposesWhatFollowedTheMostRecentMatch) {
+  // ... 7 8 9 | 1 2 3 4 5 | ... 1 2 3  -> 4 5 ...
+  std::vector<int> t{7, 8, 9, 1, 2, 3, 4, 5, 6, 1, 2, 3};
+  EXPECT_EQ(NgramDrafter::lookup(t, 3, 4), (std::vector<int>{4, 5, 6}));
+  EXPECT_EQ(NgramDrafter::lookup(t, 10, 4), (std::vector<int>{4, 5, 6, 1, 2, 3}));
+  // The most recent occurrence wins: "3" followed by 9 last time.
+  std::vector<int> u{3, 4, 3, 9, 3};
+  EXPECT_EQ(NgramDrafter::lookup(u, 2, 1), (std::vector<int>{9, 3}));
+  // Longer n first: [5 3] matched at the start beats the later bare "3".
+  std::vector<int> w{5, 3, 1, 3, 2, 5, 3};
+  EXPECT_EQ(NgramDrafter::lookup(w, 1, 4), (std::vector<int>{1}));
+  EXPECT_TRUE(NgramDrafter::lookup({1, 2, 3}, 4, 4).empty());
+  EXPECT_TRUE(NgramDrafter::lookup({1, 2, 1}, 0, 4).empty());
+}
+
+TEST(AdaptiveK, PicksLongDraftsWhenVerifyIsCheapAndAcceptanceHigh) {
+  CostModel c;
+  c.record_verify(1, 10.0);
+  c.record_verify(6, 11.0);
+  c.record_draft_step(0.5);
+  int high = choose_k(0.9, c, 12), low = choose_k(0.1, c, 12);
+  EXPECT_GE(high, 5);
+  EXPECT_LE(low, 1);
+  // Verification as expensive per position as decoding: speculation cannot pay.
+  CostModel linear;
+  linear.record_verify(1, 10.0);
+  linear.record_verify(6, 60.0);
+  linear.record_draft_step(3.0);
+  EXPECT_EQ(choose_k(0.6, linear, 12), 0);
+  EXPECT_NEAR(expected_tokens(0.5, 2), 1.75, 1e-12);
+}
+
+TEST(ChiSquare, UpperTailMatchesKnownQuantiles) {
+  // Table values: chi2(4) 0.95 quantile 9.488; chi2(10) 0.99 quantile 23.209.
+  EXPECT_NEAR(test::chi_square_upper_tail(9.488, 4), 0.05, 1e-4);
+  EXPECT_NEAR(test::chi_square_upper_tail(23.209, 10), 0.01, 1e-4);
+  EXPECT_NEAR(test::chi_square_upper_tail(1.0, 1), 0.3173, 1e-4);
+}

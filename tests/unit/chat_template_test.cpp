@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "io/gguf_reader.h"
 #include "support/paths.h"
+#include "support/test_util.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace tandem;
@@ -44,15 +45,6 @@ const std::vector<ChatMessage> kWithSystem = {{"system", "Be brief."}, {"user", 
 const std::vector<ChatMessage> kMultiTurn = {
     {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello! "}, {"user", "Bye\n"}};
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST(ChatTemplate, DetectsFamilies) {
@@ -64,11 +56,11 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_STREQ(chat_family_name(ChatTemplateFamily::Llama3), "llama3");
   EXPECT_STREQ(chat_family_name(ChatTemplateFamily::ChatML), "chatml");
 
-  EXPECT_NE(error_of([] { detect_chat_template(""); }).find("no chat template"), std::string::npos);
+  EXPECT_NE(test::error_of([] { detect_chat_template(""); }).find("no chat template"), std::string::npos);
   // Phi-3's template (from its vocab GGUF) is neither family: an error, not a guess.
   GGUFFile phi3(test::shared_testdata_dir() + "/tokenizers/llamacpp-vocab/ggml-vocab-phi-3.gguf");
   std::string msg =
-      error_of([&] { detect_chat_template(phi3.get_string("tokenizer.chat_template")); });
+      test::error_of([&] { detect_chat_template(phi3.get_string("tokenizer.chat_template")); });
   EXPECT_NE(msg.find("unrecognised chat template"), std::string::npos) << msg;
   EXPECT_NE(msg.find("{{ bos_token }}"), std::string::npos) << msg;  // quotes the template
 }
@@ -177,14 +169,14 @@ TEST(ChatTemplate, Qwen25Coder) {
 
 TEST(ChatTemplate, Errors) {
   const std::string chatml = gguf_template("smollm2-135m-instruct-q4_1.gguf");
-  std::string msg = error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {}, true); });
+  std::string msg = test::error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {}, true); });
   EXPECT_NE(msg.find("no messages"), std::string::npos) << msg;
-  msg = error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {{"robot", "x"}}, true); });
+  msg = test::error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {{"robot", "x"}}, true); });
   EXPECT_NE(msg.find("'robot'"), std::string::npos) << msg;
   // SmolLM2's template has no tool handling; Qwen2.5's has.
-  msg = error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {{"tool", "x"}}, true); });
+  msg = test::error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {{"tool", "x"}}, true); });
   EXPECT_NE(msg.find("'tool'"), std::string::npos) << msg;
-  msg = error_of([&] {
+  msg = test::error_of([&] {
     render_chat(ChatTemplateFamily::Llama3, llama3_template(), {{"", "x"}}, true);
   });
   EXPECT_NE(msg.find("role ''"), std::string::npos) << msg;

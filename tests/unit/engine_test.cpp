@@ -9,6 +9,7 @@
 #include "spec/model_drafter.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 
@@ -26,14 +27,7 @@ struct Fixture {
   }
 };
 
-std::vector<int> ids(int n, uint32_t seed, int vocab = 384) {
-  std::vector<int> v;
-  for (int i = 0; i < n; ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    v.push_back(static_cast<int>((seed >> 8) % vocab));
-  }
-  return v;
-}
+std::vector<int> ids(int n, uint32_t seed) { return test::pseudo_random_ids(n, 384, seed); }
 
 Request greedy(std::vector<int> prompt, int n) {
   Request r;

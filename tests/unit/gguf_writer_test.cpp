@@ -14,6 +14,7 @@
 #include "io/gguf_writer.h"
 #include "kernels/quants.h"
 #include "support/paths.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 namespace fs = std::filesystem;
@@ -24,15 +25,6 @@ std::vector<uint8_t> pattern_bytes(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7);
   return v;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -190,11 +182,11 @@ TEST(GGUFWriter, AddTensorF32EncodesValues) {
 
 TEST(GGUFWriter, RejectsMisuse) {
   GGUFWriter w;
-  auto msg = error_of([&] { w.set("small", gguf_int(GGUFType::UINT8, 256)); });
+  auto msg = test::error_of([&] { w.set("small", gguf_int(GGUFType::UINT8, 256)); });
   EXPECT_NE(msg.find("'small'"), std::string::npos) << msg;
-  msg = error_of([&] { w.set("neg", gguf_int(GGUFType::UINT32, -1)); });
+  msg = test::error_of([&] { w.set("neg", gguf_int(GGUFType::UINT32, -1)); });
   EXPECT_NE(msg.find("'neg'"), std::string::npos) << msg;
-  msg = error_of([&] {
+  msg = test::error_of([&] {
     w.set("mixed", gguf_array(GGUFType::INT32, {gguf_int(GGUFType::INT32, 1), gguf_string("x")}));
   });
   EXPECT_NE(msg.find("'mixed'"), std::string::npos) << msg;
@@ -202,23 +194,23 @@ TEST(GGUFWriter, RejectsMisuse) {
   EXPECT_THROW(GGUFWriter(48), Error);  // not a power of two
   EXPECT_THROW(GGUFWriter(0), Error);
 
-  msg = error_of([&] { w.add_tensor("t", DType::F32, {4}, std::vector<uint8_t>(15)); });
+  msg = test::error_of([&] { w.add_tensor("t", DType::F32, {4}, std::vector<uint8_t>(15)); });
   EXPECT_NE(msg.find("'t'"), std::string::npos) << msg;
   EXPECT_THROW(w.add_tensor("q", DType::Q4_0, {16}, std::vector<uint8_t>(9)), Error);
   EXPECT_THROW(w.add_tensor("z", DType::F32, {0}, {}), Error);
   EXPECT_THROW(w.add_tensor("five", DType::F32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)), Error);
   w.add_tensor("ok", DType::F32, {1}, std::vector<uint8_t>(4));
-  msg = error_of([&] { w.add_tensor("ok", DType::F32, {1}, std::vector<uint8_t>(4)); });
+  msg = test::error_of([&] { w.add_tensor("ok", DType::F32, {1}, std::vector<uint8_t>(4)); });
   EXPECT_NE(msg.find("duplicate"), std::string::npos) << msg;
   EXPECT_THROW(w.add_tensor_f32("few", DType::F32, {4}, {1.0f, 2.0f}), Error);
 
   GGUFWriter a(64);
   a.set_u32("general.alignment", 128);
   auto dir = test::temp_dir("gw");
-  msg = error_of([&] { a.write(dir + "/conflict.gguf"); });
+  msg = test::error_of([&] { a.write(dir + "/conflict.gguf"); });
   EXPECT_NE(msg.find("general.alignment"), std::string::npos) << msg;
   a.set_string("general.alignment", "64");
-  msg = error_of([&] { a.write(dir + "/conflict.gguf"); });
+  msg = test::error_of([&] { a.write(dir + "/conflict.gguf"); });
   EXPECT_NE(msg.find("general.alignment"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(dir + "/conflict.gguf"));
 }
@@ -228,12 +220,12 @@ TEST(GGUFWriter, IOErrorsNameThePathAndLeaveNothingBehind) {
   GGUFWriter w;
   w.set_string("general.architecture", "test");
   auto missing = dir + "/no/such/dir/m.gguf";
-  auto msg = error_of([&] { w.write(missing); });
+  auto msg = test::error_of([&] { w.write(missing); });
   EXPECT_NE(msg.find(missing), std::string::npos) << msg;
 
   // A directory in the way: the rename fails and the temporary file is removed.
   fs::create_directories(dir + "/taken.gguf/sub");
-  msg = error_of([&] { w.write(dir + "/taken.gguf"); });
+  msg = test::error_of([&] { w.write(dir + "/taken.gguf"); });
   EXPECT_NE(msg.find("taken.gguf"), std::string::npos) << msg;
   for (const auto& e : fs::directory_iterator(dir))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();

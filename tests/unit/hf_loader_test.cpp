@@ -19,21 +19,13 @@
 #include "model/model.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 // Runs f, which must throw tandem::Error whose message contains every word.
 void expect_error(const std::function<void()>& f, const std::vector<std::string>& words) {
@@ -58,8 +50,8 @@ test::SyntheticSpec small_spec(Arch arch) {
   return s;
 }
 
-json read_json(const std::string& path) { return json::parse(read_file(path)); }
-void write_json(const std::string& path, const json& j) { write_file(path, j.dump(2)); }
+json read_json(const std::string& path) { return json::parse(test::read_file(path)); }
+void write_json(const std::string& path, const json& j) { test::write_file(path, j.dump(2)); }
 
 // A safetensors tensor in its raw form, for rebuilding damaged files.
 struct RawTensor {
@@ -90,7 +82,7 @@ void write_raw(const std::string& path, const std::vector<RawTensor>& tensors, i
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8 + skew, ' ');
-  write_file(path, test::raw_safetensors(text, data));
+  test::write_file(path, test::raw_safetensors(text, data));
 }
 
 // Rewrites a safetensors file through `edit`.
@@ -372,7 +364,7 @@ TEST(HFLoader, SideFiles) {
   EXPECT_EQ(none.chat_template, "");
   EXPECT_TRUE(none.eos_token_ids.empty());
 
-  write_file(dir + "/tokenizer.json", "{}");
+  test::write_file(dir + "/tokenizer.json", "{}");
   write_json(dir + "/tokenizer_config.json",
              {{"chat_template",
                {{{"name", "tool_use"}, {"template", "T"}},
@@ -396,7 +388,7 @@ TEST(HFLoader, SideFiles) {
 
   write_json(dir + "/generation_config.json", {{"eos_token_id", "x"}});
   expect_error([&] { load_hf_model_dir(dir); }, {"generation_config.json", "eos_token_id"});
-  write_file(dir + "/tokenizer_config.json", "{oops");
+  test::write_file(dir + "/tokenizer_config.json", "{oops");
   expect_error([&] { load_hf_model_dir(dir); }, {"tokenizer_config.json", "invalid JSON"});
 }
 
@@ -450,7 +442,7 @@ TEST(HFLoaderErrors, ConfigProblems) {
   expect_error([&] { load_hf_model_dir(dir); }, {"config.json", "missing"});
 
   dir = fresh("badjson");
-  write_file(dir + "/config.json", "{\"hidden_size\": 64,");
+  test::write_file(dir + "/config.json", "{\"hidden_size\": 64,");
   expect_load_error(dir, {"config.json", "invalid JSON"});
 
   dir = fresh("nohidden");
@@ -509,8 +501,8 @@ TEST(HFLoaderErrors, TensorProblems) {
   expect_load_error(dir, {"model.safetensors", "model.layers.0.self_attn.v_proj.weight", "I8"});
 
   dir = fresh("truncated");
-  std::string bytes = read_file(dir + "/model.safetensors");
-  write_file(dir + "/model.safetensors", bytes.substr(0, bytes.size() - 100));
+  std::string bytes = test::read_file(dir + "/model.safetensors");
+  test::write_file(dir + "/model.safetensors", bytes.substr(0, bytes.size() - 100));
   expect_load_error(dir, {"model.safetensors", "truncated"});
 
   dir = fresh("noshard", true);
@@ -532,7 +524,7 @@ TEST(HFLoaderErrors, TensorProblems) {
   expect_load_error(dir, {"model.safetensors.index.json", "../elsewhere.safetensors"});
 
   dir = fresh("badindex", true);
-  write_file(dir + "/model.safetensors.index.json", "[]");
+  test::write_file(dir + "/model.safetensors.index.json", "[]");
   expect_load_error(dir, {"model.safetensors.index.json", "weight_map"});
 }
 
@@ -574,7 +566,7 @@ TEST(GGUFModelErrors, EachIsAClearError) {
   expect_load_error(dir + "/q81.gguf", {"q81.gguf", "blk.0.attn_v.weight", "Q8_1"});
 
   // A type id nobody knows: patch the type field of one tensor info.
-  std::string bytes = read_file(good);
+  std::string bytes = test::read_file(good);
   const std::string name = "blk.0.attn_v.weight";
   std::string needle(8, '\0');
   needle[0] = static_cast<char>(name.size());
@@ -584,11 +576,11 @@ TEST(GGUFModelErrors, EachIsAClearError) {
   at += needle.size() + 4 + 2 * 8;  // n_dims, two dimensions, then the type
   const uint32_t bogus = 99;
   bytes.replace(at, 4, reinterpret_cast<const char*>(&bogus), 4);
-  write_file(dir + "/typeid.gguf", bytes);
+  test::write_file(dir + "/typeid.gguf", bytes);
   expect_load_error(dir + "/typeid.gguf", {"typeid.gguf", name, "type id 99"});
 
-  bytes = read_file(good);
-  write_file(dir + "/cut.gguf", bytes.substr(0, bytes.size() / 2));
+  bytes = test::read_file(good);
+  test::write_file(dir + "/cut.gguf", bytes.substr(0, bytes.size() / 2));
   expect_load_error(dir + "/cut.gguf", {"cut.gguf", "truncated"});
 
   expect_load_error(dir + "/absent.gguf", {"absent.gguf"});

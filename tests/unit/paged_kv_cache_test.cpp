@@ -22,22 +22,13 @@
 #include "model/transformer.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 
 namespace {
 
 const KVCacheShape kSmallShape{2, 2, 4};  // 2 layers, 8 values per row
-
-std::vector<int> some_ids(int n, int vocab, int seed) {
-  std::vector<int> ids;
-  uint32_t s = 977u + 7919u * seed;
-  for (int i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int>((s >> 8) % vocab));
-  }
-  return ids;
-}
 
 std::vector<int> concat(std::vector<int> a, const std::vector<int>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -288,8 +279,8 @@ void run(Transformer& tf, KVCache& cache, const ForwardBatch& b, std::vector<flo
 // its storage reused. Returns every logit computed, in order.
 std::vector<float> run_scenario(Transformer& tf, KVCache& cache) {
   const int V = tf.vocab_size();
-  const auto A = some_ids(37, V, 1), B = some_ids(23, V, 2), C = some_ids(50, V, 3),
-             D = some_ids(30, V, 4), decode = some_ids(64, V, 5);
+  const auto A = test::pseudo_random_ids(37, V, 1), B = test::pseudo_random_ids(23, V, 2), C = test::pseudo_random_ids(50, V, 3),
+             D = test::pseudo_random_ids(30, V, 4), decode = test::pseudo_random_ids(64, V, 5);
   size_t next = 0;
   auto take = [&](size_t n) {  // the next n decode tokens
     EXPECT_LE(next + n, decode.size());
@@ -413,9 +404,9 @@ TEST(PagedPrefixCache, SharedPrefixIsReusedAndLogitsStayExact) {
   SyntheticModel m("paged_prefix");
   Transformer& tf = *m.tf;
   const int V = m.vocab(), bs = 8;
-  const auto shared = some_ids(40, V, 10);
-  const auto p1 = concat(shared, some_ids(5, V, 11)), p2 = concat(shared, some_ids(7, V, 12)),
-             p3 = concat(shared, some_ids(3, V, 13));
+  const auto shared = test::pseudo_random_ids(40, V, 10);
+  const auto p1 = concat(shared, test::pseudo_random_ids(5, V, 11)), p2 = concat(shared, test::pseudo_random_ids(7, V, 12)),
+             p3 = concat(shared, test::pseudo_random_ids(3, V, 13));
   PagedKVCache cache(tf.cache_shape(), 4, 24, bs, DType::F16);
 
   // First request: nothing cached; prefill it all, then publish its prompt.
@@ -449,14 +440,14 @@ TEST(PagedPrefixCache, SharedPrefixIsReusedAndLogitsStayExact) {
   cache.free(s1);
   for (int blk : first_blocks(table2, 5)) EXPECT_EQ(cache.block_refs(blk), 1);
   int s3 = cache.allocate();
-  const auto other = some_ids(static_cast<int>(cache.free_positions()), V, 14);
+  const auto other = test::pseudo_random_ids(static_cast<int>(cache.free_positions()), V, 14);
   EXPECT_EQ(cache.attach_prefix(s3, other), 0);
   prefill_rest(tf, cache, s3, other, 0);
   EXPECT_EQ(cache.free_positions(), 0);
   cache.free(s3);
 
   // The second request decodes on: its logits match an uncached run of the same tokens.
-  const auto cont = some_ids(6, V, 15);
+  const auto cont = test::pseudo_random_ids(6, V, 15);
   std::vector<float> got;
   for (int i = 0; i < 6; ++i) {
     ForwardBatch b;

@@ -13,19 +13,11 @@
 #include "kernels/quants.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 std::vector<float> floats_of(const TensorView& t) {
   std::vector<float> v(t.numel());
@@ -55,7 +47,7 @@ TEST(Safetensors, RoundTrip) {
   w.write(path);
 
   // Header: padded to 8 bytes, shapes outermost first.
-  std::string bytes = read_file(path);
+  std::string bytes = test::read_file(path);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   EXPECT_EQ(n % 8, 0u);
@@ -104,7 +96,7 @@ TEST(Safetensors, UnsupportedDtypesAreSetAside) {
       R"("w":{"dtype":"F32","shape":[2],"data_offsets":[16,24]},)"
       R"("scale":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[24,28]}})";
   auto path = test::temp_dir("st") + "/mixed.safetensors";
-  write_file(path, test::raw_safetensors(header, std::string(28, '\0')));
+  test::write_file(path, test::raw_safetensors(header, std::string(28, '\0')));
   SafetensorsFile f(path);
   ASSERT_EQ(f.tensors().size(), 1u);
   EXPECT_NE(f.find("w"), nullptr);
@@ -121,7 +113,7 @@ TEST(Safetensors, DamagedFilesAreClearErrors) {
   SafetensorsWriter w;
   w.add_f32("w", DType::F32, {4, 4}, std::vector<float>(16, 1.0f));
   w.write(dir + "/good.safetensors");
-  const std::string good = read_file(dir + "/good.safetensors");
+  const std::string good = test::read_file(dir + "/good.safetensors");
 
   auto st = [](const std::string& header, size_t data_bytes) {
     return test::raw_safetensors(header, std::string(data_bytes, '\0'));
@@ -162,7 +154,7 @@ TEST(Safetensors, DamagedFilesAreClearErrors) {
   };
   for (const auto& c : cases) {
     const std::string path = dir + "/" + c.name + ".safetensors";
-    write_file(path, c.bytes);
+    test::write_file(path, c.bytes);
     try {
       SafetensorsFile f(path);
       ADD_FAILURE() << c.name << ": no error";

@@ -14,29 +14,21 @@
 #include "support/paths.h"
 #include "support/stats.h"
 #include "support/synthetic_model.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 
 namespace {
 
-std::vector<int> some_ids(int n, int vocab, uint32_t seed) {
-  std::vector<int> ids;
-  for (int i = 0; i < n; ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int>((seed >> 8) % vocab));
-  }
-  return ids;
-}
-
 // Five prompts: random, and repetitive ones that give the n-gram drafter matches.
 std::vector<std::vector<int>> prompts(int vocab) {
   std::vector<std::vector<int>> p;
-  p.push_back(some_ids(12, vocab, 1));
-  p.push_back(some_ids(3, vocab, 2));
-  auto rep = some_ids(10, vocab, 3);
+  p.push_back(test::pseudo_random_ids(12, vocab, 1));
+  p.push_back(test::pseudo_random_ids(3, vocab, 2));
+  auto rep = test::pseudo_random_ids(10, vocab, 3);
   for (int i = 0; i < 3; ++i) rep.insert(rep.end(), rep.begin(), rep.begin() + 10);
   p.push_back(rep);
-  p.push_back(some_ids(40, vocab, 4));
+  p.push_back(test::pseudo_random_ids(40, vocab, 4));
   p.push_back({5, 6, 7, 5, 6, 7, 5, 6});
   return p;
 }

@@ -18,17 +18,13 @@
 #include "model/model.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
+#include "support/test_util.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace tandem;
 using json = nlohmann::json;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 std::vector<float> to_floats(const TensorView& t) {
   std::vector<float> v(t.numel());
@@ -203,11 +199,11 @@ TEST(SyntheticModel, DeterministicBySeed) {
   test::SyntheticSpec s;
   s.weight_type = DType::Q8_0;
   const auto dir = test::temp_dir("syn");
-  auto a = read_file(test::write_synthetic_gguf(s, dir + "/a.gguf"));
-  auto b = read_file(test::write_synthetic_gguf(s, dir + "/b.gguf"));
+  auto a = test::read_file(test::write_synthetic_gguf(s, dir + "/a.gguf"));
+  auto b = test::read_file(test::write_synthetic_gguf(s, dir + "/b.gguf"));
   EXPECT_EQ(a, b);
   s.seed = 2;
-  auto c = read_file(test::write_synthetic_gguf(s, dir + "/c.gguf"));
+  auto c = test::read_file(test::write_synthetic_gguf(s, dir + "/c.gguf"));
   EXPECT_EQ(a.size(), c.size());
   EXPECT_NE(a, c);
 }
@@ -249,7 +245,7 @@ TEST(SyntheticModel, VocabularyIsTheSameInBothFormats) {
     const auto dir = test::temp_dir("syn");
     GGUFFile g(test::write_synthetic_gguf(s, dir + "/m.gguf"));
     test::write_synthetic_hf_dir(s, dir + "/hf");
-    const json tj = json::parse(read_file(dir + "/hf/tokenizer.json"));
+    const json tj = json::parse(test::read_file(dir + "/hf/tokenizer.json"));
 
     auto tokens = g.get_string_array("tokenizer.ggml.tokens");
     auto types = g.get_int_array("tokenizer.ggml.token_type");
@@ -286,7 +282,7 @@ TEST(SyntheticModel, VocabularyIsTheSameInBothFormats) {
     EXPECT_GT(n_unused, 0);
     EXPECT_EQ(tokens[s.vocab_size - n_special - 1], fmt::format("<unused_{}>", n_unused - 1));
 
-    const json tc = json::parse(read_file(dir + "/hf/tokenizer_config.json"));
+    const json tc = json::parse(test::read_file(dir + "/hf/tokenizer_config.json"));
     EXPECT_EQ(tc["chat_template"], g.get_string("tokenizer.chat_template"));
     EXPECT_EQ(tc["eos_token"], tokens.at(g.get_int("tokenizer.ggml.eos_token_id")));
     EXPECT_EQ(tc["add_bos_token"], g.get_bool("tokenizer.ggml.add_bos_token"));

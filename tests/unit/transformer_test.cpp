@@ -12,20 +12,11 @@
 #include "model/transformer.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 
 namespace {
-
-std::vector<int> some_ids(int n, int vocab, int seed) {
-  std::vector<int> ids;
-  uint32_t s = 12345u + seed;
-  for (int i = 0; i < n; ++i) {
-    s = s * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int>((s >> 8) % vocab));
-  }
-  return ids;
-}
 
 // Logits of every position computed three ways: one prefill pass, one position
 // at a time, and chunks of 1, 6 and 3 positions (like verification rounds).
@@ -33,7 +24,7 @@ void expect_batch_invariant(const Model& m, int n) {
   ThreadPool pool(2);
   Transformer tf(m, pool);
   const int V = tf.vocab_size();
-  auto ids = some_ids(n, V, 7);
+  auto ids = test::pseudo_random_ids(n, V, 7);
   ContiguousKVCache cache(tf.cache_shape(), 1, n + 4);
 
   int slot = cache.allocate();
@@ -116,7 +107,7 @@ TEST(Transformer, GGUFAndHFGiveIdenticalLogits) {
       auto gguf = Model::load(test::write_synthetic_gguf(spec, dir + "/m.gguf"));
       auto hf = Model::load(test::write_synthetic_hf_dir(spec, dir + "/hf"));
       ThreadPool pool(1);
-      auto ids = some_ids(24, spec.vocab_size, 3);
+      auto ids = test::pseudo_random_ids(24, spec.vocab_size, 3);
       auto a = prompt_logits(*gguf, pool, ids), b = prompt_logits(*hf, pool, ids);
       ASSERT_EQ(a.size(), b.size());
       EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
@@ -132,7 +123,7 @@ TEST(Transformer, TruncateThenRecomputeMatches) {
   const int V = tf.vocab_size();
   ContiguousKVCache cache(tf.cache_shape(), 1, 64);
   int slot = cache.allocate();
-  auto ids = some_ids(12, V, 1);
+  auto ids = test::pseudo_random_ids(12, V, 1);
   ForwardBatch b;
   b.add_sequence(slot, ids.data(), 8, 0, false, true);
   std::vector<float> ref(V), alt(V);

@@ -214,6 +214,7 @@ void add_bench_command(CLI::App& app) {
   decode->callback([] { run_decode_bench(o); });
 
   add_bench_spec_command(cmd);
+  add_bench_serve_command(cmd);
 }
 
 }  // namespace tandem::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tandem::cli::add_logits_command(app);
   tandem::cli::add_tokenize_command(app);
   tandem::cli::add_bench_command(app);
+  tandem::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help

@@ -17,7 +17,8 @@ AsyncEngine::Submit AsyncEngine::submit(Request request, int* id) {
   engine_->validate(request);  // const: safe from any thread
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return Submit::ShuttingDown;
-  if (static_cast<int>(inbox_.size()) + metrics_.queued >= max_queue_) return Submit::QueueFull;
+  // metrics_.queued counts the engine's queue at its last step plus the inbox.
+  if (metrics_.queued >= max_queue_) return Submit::QueueFull;
   *id = next_id_++;
   inbox_.emplace_back(*id, std::move(request));
   metrics_.queued++;  // until the engine thread's next snapshot

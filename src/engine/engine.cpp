@@ -137,10 +137,7 @@ std::vector<Sequence*> Engine::plan_round(std::vector<int>& k) {
     for (auto& s : running_)
       if (!s->finished() && cache_->length(s->target_slot) >= s->prefill_end())
         decoding.push_back(s.get());
-    if (k.size() != decoding.size()) {
-      k.resize(decoding.size());
-      for (size_t i = 0; i < decoding.size(); ++i) k[i] = runner_->draft_length(*decoding[i]);
-    }
+    if (k.size() != decoding.size()) k = runner_->plan(decoding);
     int64_t need = 0, need_draft = 0;
     for (size_t i = 0; i < decoding.size(); ++i) {
       const int len = static_cast<int>(decoding[i]->tokens().size());

@@ -61,22 +61,34 @@ void SpeculativeRunner::prefill(const std::vector<std::pair<Sequence*, int>>& ch
     completed[i]->accept(sample_next(*completed[i], &logits_[i * V]));
 }
 
-int SpeculativeRunner::draft_length(const Sequence& seq) const {
+int SpeculativeRunner::draft_cap(const Sequence& seq) const {
   if (!drafter_ || !seq.params().speculate) return 0;
-  int k = opt_.k;
-  if (opt_.adaptive) {
-    k = costs_.has_verify() ? choose_k(seq.acceptance.alpha(), costs_, opt_.k) : 1;
-  } else if (opt_.opt_out && seq.stats().spec_rounds >= 8 && costs_.has_verify()) {
-    const double a = seq.acceptance.alpha();
-    const double with_drafts =
-        expected_tokens(a, k) / (k * costs_.draft_step_ms() + costs_.verify_ms(k + 1));
-    if (with_drafts < 1.0 / costs_.verify_ms(1)) k = 0;
-  }
-  // A round emits up to k + 1 tokens and writes k + 1 cache positions.
   const int len = static_cast<int>(seq.tokens().size());
-  k = std::min(k, seq.remaining() - 1);
-  k = std::min(k, cache_.capacity(seq.target_slot) - len);
+  const int k = std::min({opt_.k, seq.remaining() - 1, cache_.capacity(seq.target_slot) - len});
   return std::max(k, 0);
+}
+
+std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) const {
+  std::vector<int> k(seqs.size(), 0);
+  if (!drafter_) return k;
+  std::vector<DraftCandidate> batch;
+  for (const Sequence* s : seqs) {
+    const int pending = static_cast<int>(s->tokens().size()) - cache_.length(s->target_slot);
+    batch.push_back({s->acceptance.alpha(), pending, draft_cap(*s)});
+  }
+  // Until forwards of two sizes have been timed, the costs cannot be compared:
+  // draft, so that they get measured.
+  if ((!opt_.adaptive && !opt_.opt_out) || costs_.verify_points() < 2) {
+    for (size_t i = 0; i < seqs.size(); ++i) k[i] = batch[i].cap;
+    return k;
+  }
+  std::vector<int> choices;
+  if (opt_.adaptive) {
+    for (int c = 1; c <= opt_.k; ++c) choices.push_back(c);
+  } else {
+    choices.push_back(opt_.k);
+  }
+  return choose_draft_lengths(batch, choices, costs_);
 }
 
 void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vector<int>& k) {
@@ -115,7 +127,9 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
   const auto t2 = Clock::now();
   const double draft_ms = ms_between(t0, t1), verify_ms = ms_between(t1, t2);
   costs_.record_verify(batch_.size(), verify_ms);
-  if (any_draft) costs_.record_draft_step(draft_ms / std::max(1, max_drafted));
+  int drafting = 0;
+  for (int ki : k) drafting += ki > 0;
+  if (any_draft) costs_.record_draft_step(drafting, draft_ms / std::max(1, max_drafted));
 
   // 4-5. Accept, emit, roll back.
   for (size_t i = 0; i < seqs.size(); ++i) {

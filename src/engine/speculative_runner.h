@@ -29,9 +29,9 @@ constexpr int kMaxDraft = 32;  // the longest draft a round may verify
 struct SpecOptions {
   int k = 5;              // draft length; with adaptive, the most it may choose
   bool adaptive = false;  // choose K per round and per request (spec/adaptive_k.h)
-  // With a fixed K: stop drafting for a request whose measured acceptance makes
-  // speculation slower than plain decoding (it resumes when the estimate, which
-  // fades back towards its prior, says drafting pays again).
+  // With a fixed K: stop drafting for requests whose measured acceptance makes
+  // speculation slower than plain decoding, given the batch (they resume when
+  // the estimate, which fades back towards its prior, says drafting pays again).
   bool opt_out = true;
 };
 
@@ -44,10 +44,11 @@ class SpeculativeRunner {
   // its target cache lacks, up to its prefill_end()). A new request whose prompt
   // is then complete gets its first token sampled.
   void prefill(const std::vector<std::pair<Sequence*, int>>& chunks);
-  // The draft length this round would use for seq (0: plain decode step).
-  int draft_length(const Sequence& seq) const;
+  // Draft lengths for this round (0: a plain decode step): fixed K, or the
+  // batch-wide choice of spec/adaptive_k.h, always within each sequence's cap.
+  std::vector<int> plan(const std::vector<Sequence*>& seqs) const;
   // One decode round for every sequence (each fully prefilled), drafting up to
-  // k[i] tokens for seqs[i] (the engine may lower draft_length() when KV blocks
+  // k[i] tokens for seqs[i] (the engine may lower plan()'s lengths when KV blocks
   // run short).
   void step(const std::vector<Sequence*>& seqs, const std::vector<int>& k);
   // Release what the drafter holds for a finished sequence.
@@ -58,6 +59,9 @@ class SpeculativeRunner {
   const SpecOptions& options() const { return opt_; }
 
  private:
+  // The most this sequence may draft this round (0 when it opted out or has no
+  // room: a round emits up to K + 1 tokens and writes K + 1 cache positions).
+  int draft_cap(const Sequence& seq) const;
   // Sample the sequence's next token from one row of logits (prefill's last row).
   int sample_next(Sequence& seq, float* logits);
 

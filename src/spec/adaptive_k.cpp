@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 namespace tandem {
@@ -11,35 +12,37 @@ constexpr double kFade = 0.95;    // per-round decay of old acceptance evidence
 constexpr double kPriorAccepted = 2, kPriorJudged = 3;  // a prior of 2/3 worth 3 trials
 }  // namespace
 
-void CostModel::record_verify(int positions, double ms) {
-  if (positions < 1) return;
-  auto [it, fresh] = verify_.emplace(positions, ms);
+namespace {
+void record(std::map<int, double>& points, int m, double ms) {
+  auto [it, fresh] = points.emplace(m, ms);
   if (!fresh) it->second = (1 - kEma) * it->second + kEma * ms;
 }
+}  // namespace
 
-void CostModel::record_draft_step(double ms) {
-  draft_ms_ = draft_ms_ == 0 ? ms : (1 - kEma) * draft_ms_ + kEma * ms;
+void CostModel::record_verify(int positions, double ms) {
+  if (positions >= 1) record(verify_, positions, ms);
 }
 
-bool CostModel::has_verify() const { return !verify_.empty(); }
+void CostModel::record_draft_step(int batch, double ms) {
+  if (batch >= 1) record(draft_, batch, ms);
+}
 
-double CostModel::verify_ms(int m) const {
-  if (verify_.empty()) return 1.0;
-  auto hit = verify_.find(m);
-  if (hit != verify_.end()) return hit->second;
-  if (verify_.size() == 1) {
-    // One measurement: assume each extra position costs 10% of it until measured.
-    const auto& [m0, t0] = *verify_.begin();
-    return std::max(t0 * (1.0 + 0.1 * (m - m0)), t0 * 0.1);
+double CostModel::estimate(const std::map<int, double>& points, int m) {
+  if (points.empty()) return 1.0;
+  auto hit = points.find(m);
+  if (hit != points.end()) return hit->second;
+  if (points.size() == 1) {
+    // One measurement: assume the cost is flat in m until more are measured.
+    return points.begin()->second;
   }
   // Linear between the neighbouring measurements, or extrapolated from the two
-  // nearest ones (never decreasing with m).
-  auto hi = verify_.upper_bound(m);
-  if (hi == verify_.end()) --hi;
-  if (hi == verify_.begin()) ++hi;
+  // nearest ones (never decreasing with m, never below a tenth of the cheapest).
+  auto hi = points.upper_bound(m);
+  if (hi == points.end()) --hi;
+  if (hi == points.begin()) ++hi;
   auto lo = std::prev(hi);
   const double slope = std::max(0.0, (hi->second - lo->second) / (hi->first - lo->first));
-  return std::max(lo->second + slope * (m - lo->first), 1e-6);
+  return std::max(lo->second + slope * (m - lo->first), 0.1 * points.begin()->second);
 }
 
 void AcceptanceEstimate::update(int accepted, bool rejected) {
@@ -56,18 +59,42 @@ double expected_tokens(double alpha, int k) {
   return (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
 }
 
-int choose_k(double alpha, const CostModel& costs, int k_max) {
-  int best_k = 0;
-  double best = 0;
-  for (int k = 0; k <= k_max; ++k) {
-    double t = k * costs.draft_step_ms() + costs.verify_ms(k + 1);
-    double rate = expected_tokens(alpha, k) / t;
-    if (rate > best) {
-      best = rate;
-      best_k = k;
+std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
+                                      const std::vector<int>& k_choices, const CostModel& costs) {
+  const int n = static_cast<int>(batch.size());
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return batch[a].alpha > batch[b].alpha; });
+  int pending = 0;
+  for (const auto& c : batch) pending += c.pending;
+  // Plain decoding for everyone is the baseline.
+  double best = n / costs.verify_ms(pending);
+  int best_k = 0, best_j = 0;
+  for (int k : k_choices) {
+    if (k <= 0) continue;
+    double tokens = n, drafted = 0;
+    int longest = 0;
+    for (int j = 1; j <= n; ++j) {  // the j most promising requests draft
+      const auto& c = batch[order[j - 1]];
+      const int kk = std::min(k, c.cap);
+      if (kk > 0) {
+        tokens += expected_tokens(c.alpha, kk) - 1;
+        drafted += kk;
+        longest = std::max(longest, kk);
+      }
+      const double ms = longest * costs.draft_step_ms(j) +
+                        costs.verify_ms(pending + static_cast<int>(drafted));
+      if (tokens / ms > best) {
+        best = tokens / ms;
+        best_k = k;
+        best_j = j;
+      }
     }
   }
-  return best_k;
+  std::vector<int> out(n, 0);
+  for (int j = 0; j < best_j; ++j) out[order[j]] = std::min(best_k, batch[order[j]].cap);
+  return out;
 }
 
 }  // namespace tandem

@@ -1,11 +1,14 @@
-// Adaptive draft length. Each round, per request, pick the K that maximises the
-// expected tokens per second:
-//   tokens(K) = (1 - a^(K+1)) / (1 - a)        (Leviathan et al., 2023)
-//   time(K)   = K * draft_step + verify(K + 1)
-// from the request's running acceptance estimate a and the measured costs of a
-// draft step and of a verify pass over K+1 positions. K = 0 is plain decoding.
+// Adaptive draft length. Each round picks the draft lengths that maximise the
+// expected tokens per second of the whole batch:
+//   tokens = sum over requests of (1 - a_i^(K_i+1)) / (1 - a_i)   (Leviathan et al., 2023)
+//   time   = max_i K_i * draft_step(batch) + verify(total positions)
+// from each request's running acceptance estimate a_i and the measured costs of
+// a draft step and of a target forward over that many positions. K = 0 is plain
+// decoding, so a request whose drafts do not pay (or a batch already big enough
+// to keep the machine busy) simply stops drafting.
 #pragma once
 #include <map>
+#include <vector>
 
 namespace tandem {
 
@@ -14,16 +17,19 @@ class CostModel {
  public:
   // One target forward over `positions` (decode steps, verify passes, prefill chunks).
   void record_verify(int positions, double ms);
-  void record_draft_step(double ms);             // one draft forward step
+  // One draft step for `batch` requests (a batched draft-model forward, or a lookup).
+  void record_draft_step(int batch, double ms);
   // Estimated cost of a target forward over m positions: measured points, linear
   // between them, extrapolated with the fitted slope beyond.
-  double verify_ms(int m) const;
-  double draft_step_ms() const { return draft_ms_; }
-  bool has_verify() const;
+  double verify_ms(int m) const { return estimate(verify_, m); }
+  double draft_step_ms(int batch) const { return draft_.empty() ? 0 : estimate(draft_, batch); }
+  // Distinct position counts measured so far.
+  int verify_points() const { return static_cast<int>(verify_.size()); }
 
  private:
+  static double estimate(const std::map<int, double>& points, int m);
   std::map<int, double> verify_;  // EMA of the cost per position count
-  double draft_ms_ = 0;
+  std::map<int, double> draft_;   // EMA of a draft step's cost per batch size
 };
 
 // Running estimate of the probability that the target accepts a drafted token.
@@ -41,7 +47,16 @@ class AcceptanceEstimate {
 
 // Expected tokens per round for acceptance a and draft length k.
 double expected_tokens(double alpha, int k);
-// The K in [0, k_max] that maximises expected tokens per millisecond.
-int choose_k(double alpha, const CostModel& costs, int k_max);
+
+struct DraftCandidate {
+  double alpha;  // the request's acceptance estimate
+  int pending;   // tokens the round feeds besides drafts (usually 1)
+  int cap;       // the most it may draft this round (token limit, context)
+};
+// Draft lengths for a batch: K from `k_choices` (0 is always considered) for the
+// j requests with the highest acceptance, 0 for the rest, maximising expected
+// tokens per millisecond. Returns one length per candidate.
+std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
+                                      const std::vector<int>& k_choices, const CostModel& costs);
 
 }  // namespace tandem

@@ -137,20 +137,35 @@ TEST(NgramLookup, ProposesWhatFollowedTheMostRecentMatch) {
 }
 
 TEST(AdaptiveK, PicksLongDraftsWhenVerifyIsCheapAndAcceptanceHigh) {
-  CostModel c;
-  c.record_verify(1, 10.0);
-  c.record_verify(6, 11.0);
-  c.record_draft_step(0.5);
-  int high = choose_k(0.9, c, 12), low = choose_k(0.1, c, 12);
-  EXPECT_GE(high, 5);
-  EXPECT_LE(low, 1);
+  const std::vector<int> ks{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  CostModel cheap;  // verifying 6 positions costs 10% more than 1
+  cheap.record_verify(1, 10.0);
+  cheap.record_verify(6, 11.0);
+  cheap.record_draft_step(1, 0.5);
+  EXPECT_GE(choose_draft_lengths({{0.9, 1, 12}}, ks, cheap)[0], 5);
+  EXPECT_LE(choose_draft_lengths({{0.1, 1, 12}}, ks, cheap)[0], 1);
+  // The cap (token limit, context) bounds the choice.
+  EXPECT_EQ(choose_draft_lengths({{0.9, 1, 3}}, ks, cheap)[0], 3);
   // Verification as expensive per position as decoding: speculation cannot pay.
   CostModel linear;
   linear.record_verify(1, 10.0);
   linear.record_verify(6, 60.0);
-  linear.record_draft_step(3.0);
-  EXPECT_EQ(choose_k(0.6, linear, 12), 0);
+  linear.record_draft_step(1, 3.0);
+  EXPECT_EQ(choose_draft_lengths({{0.6, 1, 12}}, ks, linear)[0], 0);
   EXPECT_NEAR(expected_tokens(0.5, 2), 1.75, 1e-12);
+}
+
+TEST(AdaptiveK, InABatchOnlyPromisingRequestsDraft) {
+  // Verify cost grows with positions: 4 requests decoding already use 4.
+  CostModel c;
+  c.record_verify(4, 10.0);
+  c.record_verify(24, 30.0);
+  c.record_draft_step(2, 0.1);
+  auto k = choose_draft_lengths({{0.95, 1, 8}, {0.05, 1, 8}, {0.9, 1, 8}, {0.1, 1, 8}}, {4}, c);
+  EXPECT_EQ(k[0], 4);
+  EXPECT_EQ(k[2], 4);
+  EXPECT_EQ(k[1], 0);
+  EXPECT_EQ(k[3], 0);
 }
 
 TEST(ChiSquare, UpperTailMatchesKnownQuantiles) {

@@ -1,0 +1,402 @@
+// `tandem bench serve`: serving figures from one process, with the engine in
+// process (no HTTP: the numbers are the engine's, not the network stack's).
+//  1. Closed-loop load at 1, 4 and 16 concurrent requests (each finished
+//     request is replaced at once), plain decoding and speculative decoding in
+//     the same run: generated tokens/s, time to first token and inter-token
+//     latency (p50, p99), acceptance, and whether greedy outputs matched.
+//  2. The prefix cache: requests sharing a long system prompt, run one after
+//     another with and without prefix caching; the prefill time it saves.
+// A table, then one JSON line.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "core/error.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Opts {
+  std::string model;
+  SpecCliOptions spec;
+  std::string prompts = "prompts/chat.jsonl";
+  std::string levels = "1,4,16";
+  int n = 64;
+  int requests = 0;
+  int threads = 0;
+  int system_tokens = 512;
+  int prefix_requests = 8;
+  SamplingParams sampling;
+  std::optional<uint64_t> seed;
+};
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Nearest-rank percentile (p in [0, 1]); 0 for no samples.
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p * v.size()));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+std::vector<std::vector<int>> load_prompt_set(const Model& model, const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "{}: cannot read the prompt file", path);
+  std::vector<std::vector<int>> out;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    check(j.is_object() && j.contains("prompt") && j["prompt"].is_string(),
+          "{}:{}: expected a JSON object with a string \"prompt\"", path, line_no);
+    PromptOptions p;
+    p.prompt = j["prompt"].get<std::string>();
+    p.chat = j.value("chat", false);
+    out.push_back(prompt_ids(model, p));
+  }
+  check(!out.empty(), "{}: no prompts", path);
+  return out;
+}
+
+// What one request saw: when it was submitted, and when each piece of text
+// arrived and in which engine step.
+struct Trace {
+  Clock::time_point submitted;
+  std::vector<std::pair<int, Clock::time_point>> pieces;
+  RequestResult result;
+};
+
+struct Level {
+  std::string mode;
+  int concurrency = 0, requests = 0, tokens = 0, mismatches = -1;
+  double seconds = 0, ttft_p50 = 0, ttft_p99 = 0, itl_p50 = 0, itl_p99 = 0;
+  double acceptance = 0, tokens_per_round = 0;
+  std::vector<std::vector<int>> outputs;
+
+  double tok_per_s() const { return seconds > 0 ? tokens / seconds : 0; }
+};
+
+// Latencies from the traces: TTFT from submission to the first text; each later
+// step's wait is shared by the pieces it delivered (a speculative round's tokens
+// arrive together), as the engine's inter-token histogram counts them.
+void summarise(const std::vector<Trace>& traces, Level& L) {
+  std::vector<double> ttft, itl;
+  int64_t drafted = 0, accepted = 0, decoded = 0, rounds = 0;
+  for (const auto& t : traces) {
+    L.tokens += static_cast<int>(t.result.tokens.size());
+    L.outputs.push_back(t.result.tokens);
+    drafted += t.result.stats.drafted;
+    accepted += t.result.stats.accepted;
+    decoded += std::max(0, t.result.stats.n_generated - 1);
+    rounds += t.result.stats.rounds;
+    if (t.pieces.empty()) continue;
+    ttft.push_back(ms_between(t.submitted, t.pieces.front().second));
+    size_t i = 0;
+    while (i < t.pieces.size()) {
+      size_t j = i;
+      while (j < t.pieces.size() && t.pieces[j].first == t.pieces[i].first) ++j;
+      if (i > 0) {
+        const double gap = ms_between(t.pieces[i - 1].second, t.pieces[i].second);
+        for (size_t k = i; k < j; ++k) itl.push_back(gap / static_cast<double>(j - i));
+      }
+      i = j;
+    }
+  }
+  L.ttft_p50 = percentile(ttft, 0.5);
+  L.ttft_p99 = percentile(ttft, 0.99);
+  L.itl_p50 = percentile(itl, 0.5);
+  L.itl_p99 = percentile(itl, 0.99);
+  L.acceptance = drafted ? double(accepted) / drafted : 0;
+  L.tokens_per_round = rounds ? double(decoded) / rounds : 0;
+}
+
+EngineOptions engine_options(const Opts& o, const SpecCliOptions& spec, int concurrency,
+                             int64_t longest_request) {
+  EngineOptions eo;
+  eo.max_batch = concurrency;
+  eo.n_ctx = static_cast<int>(longest_request);
+  eo.spec = spec_options(spec);
+  eo.kv.kind = KVCacheConfig::Kind::Paged;
+  eo.kv.block_size = 16;
+  // Room for every request in flight at its longest (drafts included): the
+  // figures measure batching, not preemption.
+  eo.kv.n_positions = concurrency * (longest_request + kMaxDraft + 16);
+  return eo;
+}
+
+// Closed loop: `concurrency` requests in flight until `requests` have finished.
+Level run_level(const Model& target, ThreadPool& pool, const Opts& o, const std::string& mode,
+                const SpecCliOptions& spec, int concurrency, int requests,
+                const std::vector<std::vector<int>>& prompts) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  EngineOptions eo = engine_options(o, spec, concurrency, static_cast<int64_t>(longest) + o.n);
+  SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo));
+  Engine engine(target, pool, eo, std::move(setup.drafter));
+  {  // Warm-up: fault the weights in and let adaptive parts settle outside the timing.
+    Request w;
+    w.prompt = prompts.front();
+    w.params.max_tokens = 4;
+    engine.submit(std::move(w));
+    engine.run();
+  }
+  std::vector<Trace> traces(requests);
+  int submitted = 0, finished = 0, step_no = 0;
+  auto submit_next = [&] {
+    const int i = submitted++;
+    Request r;
+    r.prompt = prompts[i % prompts.size()];
+    r.params.max_tokens = o.n;
+    r.params.sampling = o.sampling;
+    r.params.sampling.seed = (o.seed ? *o.seed : 1) + i;
+    r.on_text = [&traces, &step_no, i](const std::string&) {
+      traces[i].pieces.emplace_back(step_no, Clock::now());
+    };
+    r.on_finish = [&traces, &finished, i](const RequestResult& res) {
+      traces[i].result = res;
+      ++finished;
+    };
+    traces[i].submitted = Clock::now();
+    engine.submit(std::move(r));
+  };
+  const auto t0 = Clock::now();
+  while (submitted < std::min(concurrency, requests)) submit_next();
+  while (finished < requests) {
+    ++step_no;
+    engine.step();
+    while (submitted < requests && submitted - finished < concurrency) submit_next();
+  }
+  Level L;
+  L.mode = mode;
+  L.concurrency = concurrency;
+  L.requests = requests;
+  L.seconds = ms_between(t0, Clock::now()) / 1000;
+  summarise(traces, L);
+  return L;
+}
+
+struct PrefixResult {
+  double prefill_ms_off = 0, prefill_ms_on = 0, ttft_ms_off = 0, ttft_ms_on = 0, hit_rate = 0;
+  int prompt_tokens = 0;
+};
+
+// Requests sharing a long system prompt, one after another, each generating one
+// token: the prefill work is all there is.
+PrefixResult run_prefix(const Model& target, ThreadPool& pool, const Opts& o) {
+  const Tokenizer& tok = target.require_tokenizer();
+  std::string system;
+  const std::string paragraph =
+      "You are the support assistant of a hardware store. Answer questions about tools, "
+      "materials and opening hours politely and precisely; when unsure, say so and suggest "
+      "asking a member of staff. ";
+  while (static_cast<int>(tok.encode(system, false, false).size()) < o.system_tokens)
+    system += paragraph;
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < o.prefix_requests; ++i) {
+    const std::string question = fmt::format("Question {}: do you sell size {} screws?", i, i + 3);
+    std::vector<int> ids;
+    try {
+      auto family = detect_chat_template(target.chat_template());
+      ids = tok.encode(render_chat(family, target.chat_template(),
+                                   {{"system", system}, {"user", question}}, true),
+                       false, true);
+    } catch (const Error&) {  // no known chat template: plain text
+      ids = tok.encode(system + "\n" + question, tok.add_bos(), false);
+    }
+    prompts.push_back(std::move(ids));
+  }
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  PrefixResult out;
+  out.prompt_tokens = static_cast<int>(longest);
+  for (bool cache_on : {false, true}) {
+    EngineOptions eo = engine_options(o, SpecCliOptions{}, 1, static_cast<int64_t>(longest) + 1);
+    eo.prefix_cache = cache_on;
+    Engine engine(target, pool, eo);
+    double prefill = 0, ttft = 0;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Request r;
+      r.prompt = prompts[i];
+      r.params.max_tokens = 1;
+      const auto t0 = Clock::now();
+      const int id = engine.submit(std::move(r));
+      engine.run();
+      const RequestResult res = *engine.take_result(id);
+      if (i == 0) continue;  // the first request fills the cache in both runs
+      prefill += res.stats.prefill_ms;
+      ttft += ms_between(t0, Clock::now());
+    }
+    const double n = static_cast<double>(prompts.size() - 1);
+    (cache_on ? out.prefill_ms_on : out.prefill_ms_off) = prefill / n;
+    (cache_on ? out.ttft_ms_on : out.ttft_ms_off) = ttft / n;
+    if (cache_on) {
+      const auto st = engine.metrics().kv;
+      out.hit_rate =
+          st.prefix_lookup_tokens ? double(st.prefix_hit_tokens) / st.prefix_lookup_tokens : 0;
+    }
+  }
+  return out;
+}
+
+std::vector<int> parse_levels(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty()) continue;
+    int v = 0;
+    try {
+      size_t used = 0;
+      v = std::stoi(item, &used);
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      fail("--concurrency: '{}' is not a number", item);
+    }
+    check(v >= 1 && v <= 256, "--concurrency: {} is outside [1, 256]", v);
+    out.push_back(v);
+  }
+  check(!out.empty(), "--concurrency: no levels given");
+  return out;
+}
+
+nlohmann::json level_json(const Level& L) {
+  nlohmann::json j = {{"mode", L.mode},
+                      {"concurrency", L.concurrency},
+                      {"requests", L.requests},
+                      {"generated_tokens", L.tokens},
+                      {"seconds", L.seconds},
+                      {"tok_per_s", L.tok_per_s()},
+                      {"ttft_ms_p50", L.ttft_p50},
+                      {"ttft_ms_p99", L.ttft_p99},
+                      {"itl_ms_p50", L.itl_p50},
+                      {"itl_ms_p99", L.itl_p99},
+                      {"acceptance_rate", L.acceptance},
+                      {"tokens_per_round", L.tokens_per_round}};
+  if (L.mismatches >= 0) j["outputs_identical"] = L.mismatches == 0;
+  return j;
+}
+
+void run_bench_serve(const Opts& o) {
+  check(o.n >= 1, "-n: the tokens per request must be >= 1, got {}", o.n);
+  const std::vector<int> levels = parse_levels(o.levels);
+  const SpecCliOptions spec{o.spec.draft.empty() ? "ngram" : o.spec.draft, o.spec.k};
+  spec_options(spec);  // validate -k before the long run
+  auto target = Model::load(o.model);
+  auto prompts = load_prompt_set(*target, o.prompts);
+  ThreadPool pool(o.threads);
+  fmt::print(
+      "target {}\ndraft  {} (k={})\nprompts {} ({}), {} tokens per request, {} threads, "
+      "{}; engine in process (no HTTP)\n\n",
+      target->path(), spec.draft, spec.k, o.prompts, prompts.size(), o.n, pool.size(),
+      o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
+  fmt::print("{:>6} {:>5} {:>5} {:>7} {:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>5}\n", "mode",
+             "conc", "reqs", "tokens", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99",
+             "accept", "tok/rnd", "same");
+  std::vector<Level> rows;
+  nlohmann::json speedup = nlohmann::json::object();
+  for (int c : levels) {
+    const int requests = o.requests > 0 ? o.requests : std::max(8, 2 * c);
+    Level plain = run_level(*target, pool, o, "plain", SpecCliOptions{}, c, requests, prompts);
+    Level sp = run_level(*target, pool, o, "spec", spec, c, requests, prompts);
+    if (o.sampling.greedy()) {
+      sp.mismatches = 0;
+      for (size_t i = 0; i < plain.outputs.size(); ++i)
+        sp.mismatches += plain.outputs[i] != sp.outputs[i];
+    }
+    for (const Level* L : {&plain, &sp})
+      fmt::print(
+          "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
+          "{:>7.3f} {:>7.2f} {:>5}\n",
+          L->mode, L->concurrency, L->requests, L->tokens, L->tok_per_s(), L->ttft_p50, L->ttft_p99,
+          L->itl_p50, L->itl_p99, L->acceptance, L->tokens_per_round,
+          L->mismatches < 0    ? ""
+          : L->mismatches == 0 ? "yes"
+                               : fmt::format("{} diff", L->mismatches));
+    speedup[std::to_string(c)] = plain.tok_per_s() > 0 ? sp.tok_per_s() / plain.tok_per_s() : 0;
+    rows.push_back(std::move(plain));
+    rows.push_back(std::move(sp));
+  }
+  fmt::print("\nspeculative / plain tokens/s:");
+  for (int c : levels) fmt::print(" {:.2f}x at {}", speedup[std::to_string(c)].get<double>(), c);
+  fmt::print("\n");
+
+  const PrefixResult px = run_prefix(*target, pool, o);
+  const double saved = px.prefill_ms_off - px.prefill_ms_on;
+  fmt::print(
+      "\nprefix cache: {} requests sharing a {}-token system prompt (prompts of {} tokens), "
+      "one at a time\n  prefill per request {:.1f} ms without, {:.1f} ms with: saves {:.1f} ms "
+      "({:.0f}%); time to first token {:.1f} -> {:.1f} ms; hit rate {:.2f}\n",
+      o.prefix_requests, o.system_tokens, px.prompt_tokens, px.prefill_ms_off, px.prefill_ms_on,
+      saved, px.prefill_ms_off > 0 ? 100 * saved / px.prefill_ms_off : 0, px.ttft_ms_off,
+      px.ttft_ms_on, px.hit_rate);
+
+  nlohmann::json out;
+  out["model"] = target->path();
+  out["draft"] = spec.draft;
+  out["k"] = spec.k == "auto" ? nlohmann::json("auto") : nlohmann::json(spec_options(spec).k);
+  out["prompts"] = o.prompts;
+  out["max_tokens"] = o.n;
+  out["threads"] = pool.size();
+  out["in_process"] = true;
+  out["levels"] = nlohmann::json::array();
+  for (const auto& L : rows) out["levels"].push_back(level_json(L));
+  out["spec_speedup"] = speedup;
+  out["prefix_cache"] = {{"requests", o.prefix_requests},
+                         {"system_tokens", o.system_tokens},
+                         {"prompt_tokens", px.prompt_tokens},
+                         {"prefill_ms_without", px.prefill_ms_off},
+                         {"prefill_ms_with", px.prefill_ms_on},
+                         {"prefill_ms_saved", saved},
+                         {"ttft_ms_without", px.ttft_ms_off},
+                         {"ttft_ms_with", px.ttft_ms_on},
+                         {"hit_rate", px.hit_rate}};
+  fmt::print("\n{}\n", out.dump());
+}
+
+}  // namespace
+
+void add_bench_serve_command(CLI::App* bench) {
+  auto* cmd = bench->add_subcommand(
+      "serve",
+      "Serving throughput and latency at several concurrencies, plain vs speculative, "
+      "and the prefix cache's savings (engine in process)");
+  static Opts o;
+  cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
+  add_spec_options(cmd, o.spec);
+  cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")
+      ->capture_default_str();
+  cmd->add_option("-n,--max-tokens", o.n, "Tokens generated per request")->capture_default_str();
+  cmd->add_option("--concurrency", o.levels, "Comma-separated concurrency levels")
+      ->capture_default_str();
+  cmd->add_option("--requests", o.requests,
+                  "Requests per level (default: max(8, 2 x concurrency))");
+  cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
+  cmd->add_option("--system-tokens", o.system_tokens,
+                  "Length of the shared system prompt in the prefix cache test")
+      ->capture_default_str();
+  cmd->add_option("--prefix-requests", o.prefix_requests,
+                  "Requests in the prefix cache test (the first one fills the cache)")
+      ->check(CLI::Range(2, 1000))
+      ->capture_default_str();
+  add_sampling_options(cmd, o.sampling, o.seed);
+  cmd->callback([] { run_bench_serve(o); });
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,59 @@
+// tandem's OpenAI-compatible HTTP server (cpp-httplib underneath):
+//   POST /v1/completions, POST /v1/chat/completions  (streamed as SSE with "stream": true)
+//   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+// Every request is served by its own HTTP thread, which waits on the request's
+// RequestChannel while the AsyncEngine's thread generates; a client that goes
+// away has its request cancelled (its KV blocks are freed at the next step).
+// Errors are OpenAI's {"error": {...}} objects with a matching HTTP status.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "server/prometheus.h"
+#include "server/request_builder.h"
+
+namespace tandem {
+class AsyncEngine;
+class Model;
+}  // namespace tandem
+
+namespace tandem::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                   // 0: any free port (see bind())
+  std::string model_name;            // the id clients use; other names get a 404
+  size_t max_body_bytes = 8u << 20;  // larger request bodies get a 413
+  int http_threads = 64;             // concurrent connections served (one thread each)
+  double drain_timeout_s = 30;       // shutdown: in-flight requests get this long to finish
+  bool log_requests = true;          // one stderr line per request
+  ServingLimits limits;
+};
+
+class HttpServer {
+ public:
+  // The engine and the model must outlive the server.
+  HttpServer(AsyncEngine& engine, const Model& model, ServerOptions opt);
+  ~HttpServer();
+
+  // Listen on host:port; returns the port (the chosen one for port 0). Throws
+  // tandem::Error when the address cannot be bound.
+  int bind();
+  // Serve until a stop is requested, then shut down gracefully: new requests get
+  // 503, in-flight ones finish (or, after drain_timeout_s or a forced stop, are
+  // cancelled), and the listener closes. Returns when all handlers are done.
+  void serve();
+  // Thread-safe and non-blocking (a signal watcher calls it). force: cancel the
+  // in-flight requests now instead of letting them finish.
+  void request_stop(bool force);
+
+  ServerCounters counters() const;
+  const RequestBuilder& builder() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::server

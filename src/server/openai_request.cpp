@@ -1,0 +1,325 @@
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+
+namespace tandem::server {
+namespace {
+
+using json = nlohmann::json;
+
+const char* type_name(const json& v) {
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+// Reads the optional fields of a request body. A field sent as null counts as
+// absent (clients generated from OpenAI's schema send nulls for unset options).
+class Fields {
+ public:
+  explicit Fields(const json& body) : body_(body) {}
+
+  const json* get(const char* name) const {
+    auto it = body_.find(name);
+    return it == body_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+  std::optional<double> number(const char* name) const {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number())
+      invalid_request(name, fmt::format("'{}' must be a number, got {}", name, type_name(*v)),
+                      "invalid_type");
+    const double x = v->get<double>();
+    if (!std::isfinite(x))
+      invalid_request(name, fmt::format("'{}' must be finite", name), "invalid_value");
+    return x;
+  }
+
+  std::optional<int64_t> integer(const char* name) const {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer())
+      invalid_request(name, fmt::format("'{}' must be an integer, got {}", name, type_name(*v)),
+                      "invalid_type");
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX))
+      invalid_request(name, fmt::format("'{}' is out of range", name), "invalid_value");
+    return v->get<int64_t>();
+  }
+
+  std::optional<bool> boolean(const char* name) const {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean())
+      invalid_request(name, fmt::format("'{}' must be a boolean, got {}", name, type_name(*v)),
+                      "invalid_type");
+    return v->get<bool>();
+  }
+
+  std::optional<std::string> string(const char* name) const {
+    const json* v = get(name);
+    if (!v) return std::nullopt;
+    if (!v->is_string())
+      invalid_request(name, fmt::format("'{}' must be a string, got {}", name, type_name(*v)),
+                      "invalid_type");
+    return v->get<std::string>();
+  }
+
+ private:
+  const json& body_;
+};
+
+[[noreturn]] void unsupported(const std::string& param, const std::string& what) {
+  invalid_request(param, fmt::format("{} is not supported by tandem", what), "unsupported_value");
+}
+
+int checked_int(int64_t v, const char* name, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    invalid_request(name, fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, v),
+                    "invalid_value");
+  return static_cast<int>(v);
+}
+
+std::vector<int> token_ids(const json& arr, const std::string& param) {
+  std::vector<int> ids;
+  for (const auto& v : arr) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT_MAX)
+      invalid_request(param,
+                      fmt::format("'{}' must be a string or an array of token ids "
+                                  "(non-negative integers)",
+                                  param),
+                      "invalid_type");
+    ids.push_back(v.get<int>());
+  }
+  return ids;
+}
+
+void parse_prompt(const json& body, ParsedRequest& r) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null())
+    invalid_request("prompt", "missing required field 'prompt'", "missing_required_parameter");
+  const json* p = &*it;
+  // A one-element batch is the same as its element.
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
+    p = &(*p)[0];
+  else if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
+    unsupported("prompt", fmt::format("a batch of {} prompts in one request (send one request "
+                                      "per prompt)",
+                                      p->size()));
+  if (p->is_string()) {
+    r.prompt = p->get<std::string>();
+    if (r.prompt->empty()) invalid_request("prompt", "'prompt' is empty", "empty_prompt");
+  } else if (p->is_array()) {
+    r.prompt_ids = token_ids(*p, "prompt");
+    if (r.prompt_ids.empty()) invalid_request("prompt", "'prompt' is empty", "empty_prompt");
+  } else {
+    invalid_request(
+        "prompt",
+        fmt::format("'prompt' must be a string or an array of token ids, got {}", type_name(*p)),
+        "invalid_type");
+  }
+}
+
+std::string message_content(const json& m, size_t i) {
+  const std::string where = fmt::format("messages[{}].content", i);
+  auto it = m.find("content");
+  if (it == m.end() || it->is_null())
+    invalid_request("messages", fmt::format("{} is missing", where), "invalid_value");
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array())
+    invalid_request(
+        "messages",
+        fmt::format("{} must be a string or an array of text parts, got {}", where, type_name(*it)),
+        "invalid_type");
+  // Content parts: only text is meaningful to a text model; the parts are joined.
+  std::string text;
+  for (size_t k = 0; k < it->size(); ++k) {
+    const json& part = (*it)[k];
+    const std::string pwhere = fmt::format("{}[{}]", where, k);
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      invalid_request("messages", fmt::format("{} must be an object with a string 'type'", pwhere),
+                      "invalid_type");
+    const std::string type = part["type"].get<std::string>();
+    if (type != "text") unsupported("messages", fmt::format("{} of type '{}'", pwhere, type));
+    if (!part.contains("text") || !part["text"].is_string())
+      invalid_request("messages", fmt::format("{}.text must be a string", pwhere), "invalid_type");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void parse_messages(const json& body, ParsedRequest& r) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null())
+    invalid_request("messages", "missing required field 'messages'", "missing_required_parameter");
+  if (!it->is_array())
+    invalid_request("messages", fmt::format("'messages' must be an array, got {}", type_name(*it)),
+                    "invalid_type");
+  if (it->empty()) invalid_request("messages", "'messages' is empty", "empty_messages");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    if (!m.is_object())
+      invalid_request("messages", fmt::format("messages[{}] must be an object", i), "invalid_type");
+    if (!m.contains("role") || !m["role"].is_string())
+      invalid_request("messages", fmt::format("messages[{}].role must be a string", i),
+                      "invalid_type");
+    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty())
+      unsupported("messages", fmt::format("messages[{}].tool_calls", i));
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";  // OpenAI's newer name for the system role
+    r.messages.push_back({role, message_content(m, i)});
+  }
+}
+
+void parse_stop(const Fields& f, ParsedRequest& r) {
+  const json* v = f.get("stop");
+  if (!v) return;
+  if (v->is_string()) {
+    r.stop.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const auto& s : *v) {
+      if (!s.is_string())
+        invalid_request("stop", "'stop' must be a string or an array of strings", "invalid_type");
+      r.stop.push_back(s.get<std::string>());
+    }
+  } else {
+    invalid_request(
+        "stop",
+        fmt::format("'stop' must be a string or an array of strings, got {}", type_name(*v)),
+        "invalid_type");
+  }
+  if (static_cast<int>(r.stop.size()) > kMaxStopStrings)
+    invalid_request("stop",
+                    fmt::format("at most {} stop strings, got {}", kMaxStopStrings, r.stop.size()),
+                    "invalid_value");
+  for (const auto& s : r.stop)
+    if (s.empty()) invalid_request("stop", "stop strings must not be empty", "invalid_value");
+}
+
+void parse_sampling(const Fields& f, ParsedRequest& r) {
+  SamplingParams& s = r.sampling;
+  s.temperature = kDefaultTemperature;
+  if (auto t = f.number("temperature")) {
+    if (*t < 0)
+      invalid_request("temperature", fmt::format("'temperature' must be >= 0, got {}", *t),
+                      "invalid_value");
+    s.temperature = static_cast<float>(*t);
+  }
+  if (auto p = f.number("top_p")) {
+    if (!(*p > 0 && *p <= 1))
+      invalid_request("top_p", fmt::format("'top_p' must be in (0, 1], got {}", *p),
+                      "invalid_value");
+    s.top_p = static_cast<float>(*p);
+  }
+  if (auto k = f.integer("top_k")) {
+    // -1 means off in vLLM's API, 0 in llama.cpp's: accept both.
+    s.top_k = *k == -1 ? 0 : checked_int(*k, "top_k", -1, INT_MAX);
+  }
+  if (auto p = f.number("min_p")) {
+    if (!(*p >= 0 && *p <= 1))
+      invalid_request("min_p", fmt::format("'min_p' must be in [0, 1], got {}", *p),
+                      "invalid_value");
+    s.min_p = static_cast<float>(*p);
+  }
+  if (auto p = f.number("repetition_penalty")) {
+    if (!(*p > 0))
+      invalid_request("repetition_penalty",
+                      fmt::format("'repetition_penalty' must be > 0, got {}", *p), "invalid_value");
+    s.repetition_penalty = static_cast<float>(*p);
+  }
+  if (auto n = f.integer("repeat_last_n"))
+    s.penalty_last_n = checked_int(*n, "repeat_last_n", -1, INT_MAX);
+  if (auto seed = f.integer("seed")) r.seed = static_cast<uint64_t>(*seed);
+}
+
+// OpenAI options with no tandem equivalent: refused unless set to their neutral value.
+void refuse_unsupported(const Fields& f, Endpoint ep) {
+  if (auto n = f.integer("n"); n && *n != 1)
+    unsupported("n", fmt::format("n = {} (several choices per request; send n requests)", *n));
+  if (auto b = f.integer("best_of"); b && *b != 1) unsupported("best_of", "best_of > 1");
+  if (f.boolean("echo").value_or(false)) unsupported("echo", "echo");
+  for (const char* name : {"presence_penalty", "frequency_penalty"})
+    if (auto p = f.number(name); p && *p != 0)
+      unsupported(name, fmt::format("'{}' (use the 'repetition_penalty' extension)", name));
+  if (const json* lp = f.get("logprobs")) {
+    const bool on =
+        lp->is_boolean() ? lp->get<bool>() : !(lp->is_number() && lp->get<double>() == 0);
+    if (on) unsupported("logprobs", "logprobs");
+  }
+  if (auto t = f.integer("top_logprobs"); t && *t != 0) unsupported("top_logprobs", "top_logprobs");
+  if (const json* b = f.get("logit_bias"); b && !b->empty())
+    unsupported("logit_bias", "logit_bias");
+  if (auto s = f.string("suffix"); s && !s->empty()) unsupported("suffix", "suffix");
+  for (const char* name : {"tools", "functions"})
+    if (const json* t = f.get(name); t && !t->empty())
+      unsupported(name, fmt::format("'{}' (tool calling)", name));
+  for (const char* name : {"tool_choice", "function_call"})
+    if (const json* t = f.get(name); t && !(t->is_string() && (*t == "none" || *t == "auto")))
+      unsupported(name, fmt::format("'{}' (tool calling)", name));
+  if (const json* rf = f.get("response_format")) {
+    if (!rf->is_object() || rf->value("type", "") != "text")
+      unsupported("response_format", "a response_format other than {\"type\": \"text\"}");
+  }
+  if (ep == Endpoint::ChatCompletions && f.get("audio")) unsupported("audio", "audio output");
+}
+
+}  // namespace
+
+ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    // e.what() starts with "[json.exception.parse_error.101] "; keep the readable part.
+    std::string what = e.what();
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    invalid_request("", fmt::format("the request body is not valid JSON: {}", what),
+                    "invalid_json");
+  }
+  if (!j.is_object())
+    invalid_request("", fmt::format("the request body must be a JSON object, got {}", type_name(j)),
+                    "invalid_json");
+  Fields f(j);
+  ParsedRequest r;
+  r.endpoint = endpoint;
+  r.model = f.string("model").value_or("");
+  if (endpoint == Endpoint::Completions)
+    parse_prompt(j, r);
+  else
+    parse_messages(j, r);
+
+  const int64_t max_int = INT_MAX / 2;
+  if (auto n = f.integer("max_tokens")) r.max_tokens = checked_int(*n, "max_tokens", 1, max_int);
+  if (endpoint == Endpoint::ChatCompletions)
+    if (auto n = f.integer("max_completion_tokens"))
+      r.max_tokens = checked_int(*n, "max_completion_tokens", 1, max_int);
+  parse_sampling(f, r);
+  parse_stop(f, r);
+  refuse_unsupported(f, endpoint);
+  r.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  r.speculate = f.boolean("speculate").value_or(true);
+  r.stream = f.boolean("stream").value_or(false);
+  if (const json* so = f.get("stream_options")) {
+    if (!r.stream)
+      invalid_request("stream_options", "'stream_options' is only allowed when 'stream' is true",
+                      "invalid_value");
+    if (!so->is_object())
+      invalid_request("stream_options",
+                      fmt::format("'stream_options' must be an object, got {}", type_name(*so)),
+                      "invalid_type");
+    r.include_usage = Fields(*so).boolean("include_usage").value_or(false);
+  }
+  return r;
+}
+
+}  // namespace tandem::server

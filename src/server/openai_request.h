@@ -1,0 +1,47 @@
+// The body of POST /v1/completions and /v1/chat/completions, checked field by
+// field: wrong types, out-of-range values and options tandem does not support
+// are refused with a 400 naming the field (ApiError), never ignored silently.
+// Fields tandem does not know are ignored, as OpenAI-compatible servers do.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sampling/sampler.h"
+#include "tokenizer/chat_template.h"
+
+namespace tandem::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+// Sampling defaults when a request leaves a field out. Temperature is 1.0 as in
+// OpenAI's API: clients written for it omit the field and expect sampling.
+constexpr float kDefaultTemperature = 1.0f;
+// /v1/completions without max_tokens generates at most this many (OpenAI's default);
+// chat without it may use the rest of the context, as OpenAI's chat API does.
+constexpr int kDefaultCompletionMaxTokens = 16;
+constexpr int kMaxStopStrings = 16;
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string model;                  // "" when the client sent none
+  std::optional<std::string> prompt;  // completions: prompt text
+  std::vector<int> prompt_ids;        // completions: the prompt as token ids instead
+  std::vector<ChatMessage> messages;  // chat
+  std::optional<int> max_tokens;      // unset: the endpoint's default
+  SamplingParams sampling;            // seed unused: see `seed`
+  std::optional<uint64_t> seed;       // unset: a random one per request
+  std::vector<std::string> stop;
+  bool ignore_eos = false;  // extension (as in vLLM): generate past end-of-generation tokens
+  bool speculate = true;    // extension: false opts this request out of speculative decoding
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Throws ApiError (400) for invalid JSON, a field of the wrong type or range, or
+// an unsupported option such as n > 1.
+ParsedRequest parse_request(std::string_view body, Endpoint endpoint);
+
+}  // namespace tandem::server

@@ -1,0 +1,43 @@
+// Response bodies in OpenAI's shapes: a whole completion, and the chunks of a
+// streamed one. Every body also carries tandem's per-request speculative
+// decoding figures under the extension field "tandem".
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/request.h"
+#include "server/openai_request.h"
+
+namespace tandem::server {
+
+// What every response and chunk of one request repeats.
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::Completions;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+ResponseMeta make_meta(Endpoint endpoint, const std::string& model);
+
+// {"prompt_tokens", "completion_tokens", "total_tokens"}
+nlohmann::json usage_json(const RequestResult& r);
+// {"acceptance_rate", "drafted", "accepted", "tokens_per_round", ...}
+nlohmann::json tandem_stats_json(const RequestStats& s);
+
+// The non-streamed response for a request that finished with "stop" or "length".
+nlohmann::json completion_json(const ResponseMeta& meta, const RequestResult& r);
+
+// Streamed chunks. Chat streams open with a chunk whose delta carries the role.
+nlohmann::json role_chunk(const ResponseMeta& meta, bool include_usage);
+nlohmann::json text_chunk(const ResponseMeta& meta, const std::string& text, bool include_usage);
+// The last chunk with a choice: its finish_reason and the "tandem" figures.
+nlohmann::json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include_usage);
+// stream_options.include_usage: a final chunk with no choices and the usage.
+nlohmann::json usage_chunk(const ResponseMeta& meta, const RequestResult& r);
+
+// JSON text for the wire; invalid UTF-8 (never expected) becomes U+FFFD rather than an exception.
+std::string dump(const nlohmann::json& j);
+
+}  // namespace tandem::server

@@ -1,0 +1,24 @@
+// GET /metrics: the engine's counters and the server's own in Prometheus text
+// exposition format (version 0.0.4). Names start with "tandem_"; counters end
+// in "_total"; latencies are in seconds.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "engine/metrics.h"
+
+namespace tandem::server {
+
+// What the HTTP layer counts itself.
+struct ServerCounters {
+  // Requests refused before reaching the engine, by reason: "invalid" (400),
+  // "model_not_found", "queue_full", "shutting_down", "too_large", "other".
+  std::map<std::string, uint64_t> rejected;
+  uint64_t client_disconnects = 0;  // requests cancelled because their client went away
+  int64_t http_in_flight = 0;       // generation requests an HTTP handler is serving
+};
+
+std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s);
+
+}  // namespace tandem::server

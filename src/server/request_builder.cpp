@@ -1,0 +1,118 @@
+#include "server/request_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "server/api_error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tandem::server {
+namespace {
+
+uint64_t random_seed() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  return gen();
+}
+
+}  // namespace
+
+RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits)
+    : model_(model), limits_(limits) {
+  if (!model.tokenizer()) {
+    chat_error_ = fmt::format("{}: the model has no tokenizer", model.path());
+    return;
+  }
+  try {
+    family_ = detect_chat_template(model.chat_template());
+  } catch (const Error& e) {
+    chat_error_ = fmt::format("{}: {}", model.path(), e.what());
+  }
+}
+
+std::string RequestBuilder::chat_family() const {
+  return family_ ? chat_family_name(*family_) : "none";
+}
+
+std::vector<int> RequestBuilder::prompt_tokens(const ParsedRequest& p) const {
+  if (p.endpoint == Endpoint::ChatCompletions) {
+    if (!family_)
+      throw ApiError(
+          400, fmt::format("chat completions are unavailable for this model: {}", chat_error_),
+          "invalid_request_error", "messages", "chat_template_unsupported");
+    std::string rendered;
+    try {
+      rendered = render_chat(*family_, model_.chat_template(), p.messages, true);
+    } catch (const Error& e) {
+      invalid_request("messages", e.what(), "invalid_value");
+    }
+    // The rendered text carries the template's own BOS and special tokens.
+    return model_.tokenizer()->encode(rendered, false, true);
+  }
+  if (!p.prompt) {
+    const int vocab = model_.config().vocab_size;
+    for (int id : p.prompt_ids)
+      if (id >= vocab)
+        invalid_request("prompt",
+                        fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab),
+                        "invalid_value");
+    return p.prompt_ids;
+  }
+  const Tokenizer* tok = model_.tokenizer();
+  if (!tok)
+    invalid_request("prompt", "the model has no tokenizer: send the prompt as token ids",
+                    "invalid_value");
+  // Control-token text in a completion prompt stays text, as in llama.cpp's server.
+  return tok->encode(*p.prompt, tok->add_bos(), false);
+}
+
+Request RequestBuilder::build(const ParsedRequest& p) const {
+  Request r;
+  r.prompt = prompt_tokens(p);
+  const int n_prompt = static_cast<int>(r.prompt.size());
+  const char* prompt_field = p.endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
+  if (n_prompt == 0) invalid_request(prompt_field, "the prompt is empty", "empty_prompt");
+  // A request must fit both one context and the whole KV cache.
+  const int64_t limit = std::min<int64_t>(limits_.n_ctx, limits_.kv_positions);
+  const char* limit_name =
+      limits_.n_ctx <= limits_.kv_positions ? "maximum context length" : "KV cache size";
+  if (n_prompt >= limit)
+    invalid_request(prompt_field,
+                    fmt::format("the server's {} is {} tokens, but the prompt has {} tokens "
+                                "(no room to generate any)",
+                                limit_name, limit, n_prompt),
+                    "context_length_exceeded");
+  int max_tokens;
+  if (p.max_tokens) {
+    max_tokens = *p.max_tokens;
+    if (n_prompt + int64_t{max_tokens} > limit)
+      invalid_request(
+          "max_tokens",
+          fmt::format("the server's {} is {} tokens, but {} were requested ({} in "
+                      "the prompt, {} for the completion); reduce the prompt or "
+                      "max_tokens",
+                      limit_name, limit, n_prompt + int64_t{max_tokens}, n_prompt, max_tokens),
+          "context_length_exceeded");
+  } else if (p.endpoint == Endpoint::Completions) {
+    max_tokens = static_cast<int>(std::min<int64_t>(kDefaultCompletionMaxTokens, limit - n_prompt));
+  } else {
+    max_tokens = static_cast<int>(limit - n_prompt);
+  }
+  r.params.max_tokens = max_tokens;
+  r.params.sampling = p.sampling;
+  r.params.sampling.seed = p.seed ? *p.seed : random_seed();
+  r.params.stop_strings = p.stop;
+  r.params.ignore_eos = p.ignore_eos;
+  r.params.speculate = p.speculate;
+  try {
+    r.params.sampling.validate();
+  } catch (const Error& e) {
+    invalid_request("", e.what(), "invalid_value");
+  }
+  return r;
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,47 @@
+// From a parsed API request to an engine Request: the prompt as token ids (a
+// completion's text is encoded with the tokenizer's BOS setting; chat messages
+// are rendered with the model's chat template), the endpoint's max_tokens
+// default, and the context and KV cache limits checked up front so that the
+// client gets a 400 naming the field rather than a failure later.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/request.h"
+#include "server/openai_request.h"
+
+namespace tandem {
+class Model;
+}
+
+namespace tandem::server {
+
+struct ServingLimits {
+  int n_ctx = 0;             // positions one request may use (prompt + generated)
+  int64_t kv_positions = 0;  // positions of the whole KV cache
+};
+
+class RequestBuilder {
+ public:
+  RequestBuilder(const Model& model, ServingLimits limits);
+
+  // Throws ApiError (400) for a prompt that cannot run: empty, a token id outside
+  // the vocabulary, prompt + max_tokens beyond the context or the KV cache, a
+  // chat request when the model's chat template is not one tandem knows.
+  Request build(const ParsedRequest& p) const;
+  std::vector<int> prompt_tokens(const ParsedRequest& p) const;
+
+  // Why chat requests are refused ("" when the chat template is usable).
+  const std::string& chat_unavailable_reason() const { return chat_error_; }
+  std::string chat_family() const;
+  const ServingLimits& limits() const { return limits_; }
+
+ private:
+  const Model& model_;
+  ServingLimits limits_;
+  std::optional<ChatTemplateFamily> family_;
+  std::string chat_error_;
+};
+
+}  // namespace tandem::server

@@ -1,0 +1,119 @@
+// The /metrics text: Prometheus exposition format (every sample preceded by its
+// TYPE, names and labels well formed, histograms cumulative with +Inf = count)
+// and the values taken from the engine's and the server's counters.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "server/prometheus.h"
+
+using namespace tandem;
+using namespace tandem::server;
+
+namespace {
+
+EngineMetrics sample_metrics() {
+  EngineMetrics m;
+  m.requests = {{"stop", 3}, {"length", 2}};
+  m.prompt_tokens = 100;
+  m.generated_tokens = 50;
+  m.drafted_tokens = 40;
+  m.accepted_tokens = 30;
+  m.preemptions = 4;
+  for (double v : {1.0, 1.0, 3.0, 20.0}) m.tokens_per_round.observe(v);
+  m.time_to_first_token.observe(0.03);
+  m.time_to_first_token.observe(0.2);
+  m.inter_token_latency.observe(0.02);
+  m.queued = 2;
+  m.running = 5;
+  m.kv = {100, 30, 10, 200, 50, 16};
+  return m;
+}
+
+// name{labels} -> value, checking each line's syntax and that a TYPE came first.
+std::map<std::string, double> parse(const std::string& text) {
+  // name, optional {label="value",...}, one space, the value.
+  static const std::regex sample(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*))"
+      R"((\{[a-zA-Z_][a-zA-Z0-9_]*="[^"]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"]*")*\})? (\S+)$)");
+  std::map<std::string, double> out;
+  std::set<std::string> typed;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream l(line.substr(7));
+      std::string name, type;
+      l >> name >> type;
+      EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
+      typed.insert(name);
+      continue;
+    }
+    if (line.rfind("# HELP ", 0) == 0) continue;
+    std::smatch m;
+    EXPECT_TRUE(std::regex_match(line, m, sample)) << line;
+    if (m.empty()) continue;
+    std::string base = m[1];
+    for (const char* suffix : {"_bucket", "_sum", "_count"})
+      if (!typed.count(base) && base.size() > strlen(suffix) &&
+          base.compare(base.size() - strlen(suffix), strlen(suffix), suffix) == 0)
+        base = base.substr(0, base.size() - strlen(suffix));
+    EXPECT_TRUE(typed.count(base)) << "no TYPE before " << line;
+    out[std::string(m[1]) + std::string(m[2])] = std::stod(m[4]);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(ServerPrometheus, ValuesAndFormat) {
+  ServerCounters s;
+  s.rejected = {{"invalid", 7}, {"queue_full", 1}};
+  s.client_disconnects = 2;
+  s.http_in_flight = 6;
+  auto m = parse(render_prometheus(sample_metrics(), s));
+  EXPECT_EQ(m.at("tandem_requests_finished_total{finish_reason=\"stop\"}"), 3);
+  EXPECT_EQ(m.at("tandem_requests_finished_total{finish_reason=\"cancelled\"}"), 0);
+  EXPECT_EQ(m.at("tandem_requests_rejected_total{reason=\"invalid\"}"), 7);
+  EXPECT_EQ(m.at("tandem_requests_rejected_total{reason=\"too_large\"}"), 0);
+  EXPECT_EQ(m.at("tandem_client_disconnects_total"), 2);
+  EXPECT_EQ(m.at("tandem_prompt_tokens_total"), 100);
+  EXPECT_EQ(m.at("tandem_generation_tokens_total"), 50);
+  EXPECT_EQ(m.at("tandem_spec_drafted_tokens_total"), 40);
+  EXPECT_EQ(m.at("tandem_spec_accepted_tokens_total"), 30);
+  EXPECT_DOUBLE_EQ(m.at("tandem_spec_acceptance_rate"), 0.75);
+  EXPECT_EQ(m.at("tandem_preemptions_total"), 4);
+  EXPECT_EQ(m.at("tandem_requests_queued"), 2);
+  EXPECT_EQ(m.at("tandem_requests_running"), 5);
+  EXPECT_EQ(m.at("tandem_http_requests_in_flight"), 6);
+  EXPECT_EQ(m.at("tandem_kv_blocks_total{cache=\"target\"}"), 100);
+  EXPECT_EQ(m.at("tandem_kv_blocks_used{cache=\"target\"}"), 30);
+  EXPECT_EQ(m.at("tandem_kv_blocks_free{cache=\"target\"}"), 70);
+  EXPECT_EQ(m.at("tandem_kv_blocks_cached{cache=\"target\"}"), 10);
+  EXPECT_EQ(m.at("tandem_kv_blocks_used{cache=\"draft\"}"), 0);
+  EXPECT_EQ(m.at("tandem_kv_block_size"), 16);
+  EXPECT_DOUBLE_EQ(m.at("tandem_prefix_cache_hit_rate{cache=\"target\"}"), 0.25);
+  EXPECT_EQ(m.at("tandem_prefix_cache_hit_rate{cache=\"draft\"}"), 0);  // no lookups: 0, not NaN
+  // Histograms: cumulative buckets, +Inf equal to the count, the sum of the observations.
+  EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"1\"}"), 2);
+  EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"3\"}"), 3);
+  EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"17\"}"), 3);
+  EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"+Inf\"}"), 4);
+  EXPECT_EQ(m.at("tandem_tokens_per_round_count"), 4);
+  EXPECT_EQ(m.at("tandem_tokens_per_round_sum"), 25);
+  EXPECT_EQ(m.at("tandem_time_to_first_token_seconds_bucket{le=\"0.025\"}"), 0);
+  EXPECT_EQ(m.at("tandem_time_to_first_token_seconds_bucket{le=\"0.05\"}"), 1);
+  EXPECT_EQ(m.at("tandem_time_to_first_token_seconds_bucket{le=\"0.25\"}"), 2);
+  EXPECT_DOUBLE_EQ(m.at("tandem_time_to_first_token_seconds_sum"), 0.23);
+  EXPECT_EQ(m.at("tandem_inter_token_latency_seconds_count"), 1);
+}
+
+TEST(ServerPrometheus, EmptyMetricsAreWellFormed) {
+  auto m = parse(render_prometheus(EngineMetrics{}, ServerCounters{}));
+  EXPECT_EQ(m.at("tandem_spec_acceptance_rate"), 0);
+  EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"+Inf\"}"), 0);
+  EXPECT_EQ(m.at("tandem_kv_blocks_free{cache=\"target\"}"), 0);
+}

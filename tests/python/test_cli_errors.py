@@ -31,10 +31,10 @@ def expect_error(label, args, must_contain, stdin=None):
         failures.append(label)
 
 
-def write_model(path, arch="llama", drop=None, reshape=None, raw_type=None):
+def write_model(path, arch="llama", drop=None, reshape=None, raw_type=None, vocab=64):
     """A tiny llama GGUF written by gguf-py, optionally damaged."""
     rng = np.random.default_rng(0)
-    d, ff, vocab = 32, 64, 64
+    d, ff = 32, 64
     w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(1)
     w.add_context_length(64)
@@ -105,6 +105,22 @@ def main():
                      ["generate", "-m", good, "--ids", "1,2", "--temp", "-1"], ["temperature"])
         expect_error("context overflow",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "100000"], ["context"])
+        # Speculative decoding options.
+        expect_error("K < 1", ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram", "-k", "0"],
+                     ["-k", "0"])
+        expect_error("K not a number",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram", "-k", "five"],
+                     ["five"])
+        expect_error("missing draft model",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "nodraft.gguf"],
+                     ["nodraft.gguf"])
+        expect_error("draft that is not a model",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "text.gguf"],
+                     ["text.gguf"])
+        write_model(t / "vocab80.gguf", vocab=80)
+        expect_error("draft with another vocabulary",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "vocab80.gguf"],
+                     ["vocab80.gguf", "80", "64"])
     if failures:
         print("FAILED: " + ", ".join(failures))
         sys.exit(1)

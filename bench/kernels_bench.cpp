@@ -2,6 +2,10 @@
 // second (GB/s, 1e9 bytes): the matrices (~96 MB) are far larger than the L3
 // cache, so small M measures how close a kernel gets to memory bandwidth and
 // larger M how much compute each extra row adds (weight-stationary tiles).
+// MatmulInCache runs one thread on a matrix that stays in L2 (K = 1536, 128
+// columns) and reports nanoseconds per 256 weights (one super-block or eight
+// legacy blocks) and per activation row: the kernel's compute speed, the other
+// side of the roofline.
 //
 //   build/bench/tandem_bench_kernels [--benchmark_filter=Q4_K] [threads via TANDEM_THREADS]
 #include <benchmark/benchmark.h>
@@ -83,6 +87,42 @@ void BM_Matmul(benchmark::State& state, DType t) {
   state.SetLabel(kernels::cpu::simd_target_name());
 }
 
+void BM_MatmulInCache(benchmark::State& state, DType t) {
+  const int M = static_cast<int>(state.range(0));
+  constexpr int64_t K = 1536, N = 128;
+  static ThreadPool one(1);
+  const size_t row_bytes = dtype_row_bytes(t, K);
+  std::vector<uint8_t> bytes(row_bytes * N);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> w(K), x(M * K), y(M * N);
+  for (int64_t n = 0; n < N; ++n) {
+    for (auto& v : w) v = dist(rng);
+    quantize_row(t, w.data(), bytes.data() + n * row_bytes, K);
+  }
+  for (auto& v : x) v = dist(rng);
+  TensorView view;
+  view.name = "bench";
+  view.type = t;
+  view.shape = {K, N};
+  view.data = bytes.data();
+  view.nbytes = bytes.size();
+  for (auto _ : state) {
+    kernels::matmul(view, x.data(), M, y.data(), one);
+    benchmark::DoNotOptimize(y.data());
+  }
+  // Seconds per 256 weights (printed with SI prefixes, e.g. 7.4n = 7.4 ns), and
+  // per 256 weights and activation row.
+  const double chunks = static_cast<double>(N * K / 256);
+  const auto kPerItem =
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert;
+  state.counters["s/256w"] = benchmark::Counter(chunks, kPerItem);
+  state.counters["s/256w/row"] = benchmark::Counter(chunks * M, kPerItem);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes.size()),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(kernels::cpu::simd_target_name());
+}
+
 // One decode step's attention: 1 (or K+1) query rows over a cache of `ctx`
 // positions, Qwen2.5-1.5B's shape (12 query heads over 2 KV heads of 128).
 void BM_Attention(benchmark::State& state) {
@@ -124,6 +164,13 @@ void register_all() {
         ->Arg(16)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
+    benchmark::RegisterBenchmark(("MatmulInCache/" + std::string(dtype_name(t))).c_str(),
+                                 [t](benchmark::State& s) { BM_MatmulInCache(s, t); })
+        ->ArgName("M")
+        ->Arg(1)
+        ->Arg(6)
+        ->Arg(16)
+        ->Unit(benchmark::kMicrosecond);
   }
   benchmark::RegisterBenchmark("Attention", BM_Attention)
       ->ArgNames({"ctx", "n_q"})

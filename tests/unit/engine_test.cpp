@@ -110,6 +110,7 @@ TEST(Engine, SpeculativeBatchWithPreemptionMatchesRunningAlone) {
   ThreadPool pool(1);
   EngineOptions eo = paged(4, 200);
   eo.spec.k = 4;
+  eo.spec.opt_out = false;  // draft every round, to exercise the draft cache under pressure
   auto drafter = std::make_unique<ModelDrafter>(*f.draft, *f.target, pool, engine_cache_config(eo));
   Engine e(*f.target, pool, eo, std::move(drafter));
   auto got = run_all(e, reqs);

@@ -1,15 +1,25 @@
-// The SIMD matmul against the scalar reference (within a derived tolerance) and
-// its batch invariance (bit-exact whatever the number of rows, their company,
-// the thread count, or whether matrices share a matmul_multi call), for every
-// weight type.
+// The SIMD matmul against the scalar reference (within a derived tolerance), for
+// the quantized types also against the same dot product over the quantized
+// activations (within float rounding), and its batch invariance (bit-exact
+// whatever the number of rows, their company, the thread count, or whether
+// matrices share a matmul_multi call), for every weight type; and all of that
+// again on every instruction set this build compiled and this machine runs.
+#include "kernels/cpu/hwy_targets.h"  // first: the same Highway targets as the kernels
+
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/activations.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/quants.h"
@@ -86,11 +96,51 @@ float tolerance(DType t, const float* w, const float* x, int64_t K) {
   return static_cast<float>((is_float(t) ? 0.0 : quant) + rounding + 1e-6);
 }
 
+// The activations as the quantized kernels see them: x_k rounded to its block's
+// int8 grid (activations.h), for a reference that differs from the kernels only
+// by float rounding.
+std::vector<double> quantized_rows(const std::vector<float>& x, int M, int64_t K, DType t) {
+  kernels::cpu::QActs a;
+  kernels::cpu::quantize_acts(x.data(), M, K, is_k_quant(t) ? 256 : 32, a);
+  std::vector<double> out(static_cast<size_t>(M) * K);
+  for (int m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) {
+      const int8_t q = a.row_q(m)[k / 256 * 256 + 64 * ((k % 16) / 4) + 4 * ((k % 256) / 16) +
+                                  k % 4];
+      out[m * K + k] = static_cast<double>(q) * a.row_gd(m)[k / 16];
+    }
+  return out;
+}
+
+// Fast kernel against the dot product of the dequantized weights with the
+// quantized activations (in double). Only float rounding separates them: per
+// 16-element group a convert, a multiply and two FMAs, then sums over K / 16
+// groups, each step off by at most 2^-24 of magnitudes no larger than a few
+// times sum |w_k xq_k| (the codes' offsets cancel: Q8_0 stores q + 128). 1e-4 of
+// that sum is a wide margin yet catches any wrong code, scale or offset.
+void expect_tight_match(const Matrix& W, DType t, const std::vector<float>& x, int M, int64_t K,
+                        const std::vector<float>& fast, const char* where) {
+  const int64_t N = W.view.ne(1);
+  const auto xq = quantized_rows(x, M, K, t);
+  for (int m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double want = 0.0, mag = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        want += W.deq[n * K + k] * xq[m * K + k];
+        mag += std::fabs(W.deq[n * K + k] * xq[m * K + k]);
+      }
+      ASSERT_NEAR(fast[m * N + n], want, 1e-4 * mag + 1e-6)
+          << dtype_name(t) << " K=" << K << " row " << m << " column " << n << " " << where;
+    }
+}
+
 class MatmulTypes : public ::testing::TestWithParam<DType> {};
 
+// K = 96, 576 and 896 end in a partial 256-element chunk (3, 2 and 4 legacy
+// blocks of 8); 768 is three whole chunks.
 TEST_P(MatmulTypes, MatchesReferenceWithinDerivedBound) {
   const DType t = GetParam();
-  for (int64_t K : {int64_t{512}, int64_t{96}}) {
+  for (int64_t K : {int64_t{512}, int64_t{96}, int64_t{576}, int64_t{768}, int64_t{896}}) {
     if (is_k_quant(t) && K % 256 != 0) continue;
     const int64_t N = 37;
     const int M = 7;
@@ -107,6 +157,7 @@ TEST_P(MatmulTypes, MatchesReferenceWithinDerivedBound) {
         ASSERT_NEAR(fast[m * N + n], ref[m * N + n], tol)
             << dtype_name(t) << " K=" << K << " row " << m << " column " << n;
       }
+    if (!is_float(t)) expect_tight_match(W, t, x, M, K, fast, "");
   }
 }
 
@@ -138,6 +189,13 @@ TEST_P(MatmulTypes, BatchInvariantBitExact) {
   }
   kernels::matmul(W.view, &x[4 * K], 16, y.data(), pool1);
   expect_rows(y.data(), 4, 16, "in a group of 16 on one thread");
+  // Every row count up to two register tiles and beyond (tiles of 1..8 rows,
+  // then 8 + remainder), on one thread so each call walks all columns itself.
+  for (int count = 1; count <= 17; ++count) {
+    kernels::matmul(W.view, &x[(M - count) * K], count, y.data(), pool1);
+    const std::string what = "in a call of " + std::to_string(count) + " rows";
+    expect_rows(y.data(), M - count, count, what.c_str());
+  }
 
   // Row 0 next to rows it has never been with (a copy of row 19 and zeros).
   std::vector<float> mixed(3 * K, 0.0f);
@@ -185,5 +243,116 @@ TEST(MatmulMulti, RejectsMismatchedInnerDimensions) {
   float* ys[] = {ya.data(), yb.data()};
   EXPECT_THROW(kernels::matmul_multi(ws, 2, x.data(), 1, ys, pool), Error);
 }
+
+// The kernels load whole vectors; none may read past the last weight row. The
+// matrix is placed so that it ends exactly where an inaccessible page begins, so
+// any over-read faults.
+TEST_P(MatmulTypes, NeverReadsPastTheWeights) {
+  const DType t = GetParam();
+  const long page = sysconf(_SC_PAGESIZE);
+  for (int64_t K : {int64_t{256}, int64_t{96}, int64_t{576}, int64_t{896}}) {
+    if (is_k_quant(t) && K % 256 != 0) continue;
+    const int64_t N = 5;
+    auto W = random_matrix(t, K, N, 21);
+    const size_t bytes = W.bytes.size();
+    const size_t span = (bytes + page - 1) / page * page;
+    void* region = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    ASSERT_NE(region, MAP_FAILED);
+    auto* guard = static_cast<uint8_t*>(region) + span;
+    ASSERT_EQ(0, mprotect(guard, page, PROT_NONE));
+    uint8_t* data = guard - bytes;
+    std::memcpy(data, W.bytes.data(), bytes);
+    TensorView v = W.view;
+    v.data = data;
+    auto x = random_rows(3, K, 8);
+    std::vector<float> got(3 * N), want(3 * N);
+    ThreadPool pool(1);
+    kernels::matmul(v, x.data(), 3, got.data(), pool);
+    kernels::matmul(W.view, x.data(), 3, want.data(), pool);
+    munmap(region, span + page);
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+        << dtype_name(t) << " K=" << K;
+  }
+}
+
+// The activation layout the quantized kernels rely on (activations.h): granule k
+// of group j at byte 64k + 4j of its chunk, per-group scale and code sum, zero
+// padding past K.
+TEST(QuantizedActivations, ChunkLayoutScalesSumsAndPadding) {
+  for (int block : {32, 256}) {
+    const int64_t K = block == 32 ? 352 : 512;  // 352: 1.375 chunks
+    const int M = 2;
+    auto x = random_rows(M, K, 13);
+    kernels::cpu::QActs a;
+    kernels::cpu::quantize_acts(x.data(), M, K, block, a);
+    ASSERT_EQ(a.Kp, (K + 255) / 256 * 256);
+    for (int m = 0; m < M; ++m) {
+      for (int64_t b0 = 0; b0 < a.Kp; b0 += block) {
+        float amax = 0.0f;
+        for (int64_t k = b0; k < b0 + block && k < K; ++k)
+          amax = std::max(amax, std::fabs(x[m * K + k]));
+        const float d = amax / 127.0f;
+        for (int64_t e = b0; e < b0 + block; e += 16) {
+          const int64_t g = e / 16;
+          int sum = 0;
+          for (int i = 0; i < 16; ++i) {
+            const int64_t k = e + i;
+            const int j = static_cast<int>(g % 16), gran = i / 4;
+            const int8_t q = a.row_q(m)[k / 256 * 256 + 64 * gran + 4 * j + i % 4];
+            // Round-to-nearest of x / d (ties may go either way: allow the two neighbours).
+            const float want = k < K && amax > 0.0f ? x[m * K + k] * 127.0f / amax : 0.0f;
+            ASSERT_LE(std::fabs(q - want), 0.5f + 1e-4f) << "row " << m << " element " << k;
+            sum += q;
+          }
+          ASSERT_EQ(a.row_gsum(m)[g], static_cast<float>(sum)) << "group " << g;
+          ASSERT_EQ(a.row_gd(m)[g], e < K ? d : 0.0f) << "group " << g;
+        }
+      }
+    }
+  }
+}
+
+// Every Highway target this build compiled and this machine supports, not just
+// the one the dispatcher picks: AVX3_DL runs the register kernels, AVX3, AVX2 and
+// SSE4 the portable ones, SCALAR the dequantizing fallback.
+struct TargetOverride {  // restores the dispatcher's own choice, pass or fail
+  explicit TargetOverride(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
+  ~TargetOverride() { hwy::SetSupportedTargetsForTest(0); }
+};
+
+class EveryTarget : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(EveryTarget, MatchesReferencesAndIsBatchInvariant) {
+  TargetOverride target(GetParam());
+  ASSERT_STREQ(hwy::TargetName(GetParam()), kernels::cpu::simd_target_name());
+  ThreadPool pool(2);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                  DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                  DType::Q6_K}) {
+    const int64_t K = is_k_quant(t) ? 768 : 608;  // 608: 19 legacy blocks, a partial chunk
+    const int64_t N = 19;
+    const int M = 11;  // a tile of 8 and one of 3 on AVX3_DL
+    auto W = random_matrix(t, K, N, 7);
+    auto x = random_rows(M, K, 5);
+    std::vector<float> fast(M * N), ref(M * N), one(N);
+    kernels::matmul(W.view, x.data(), M, fast.data(), pool);
+    kernels::ref::matmul(W.view, x.data(), M, ref.data(), pool);
+    for (int m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n)
+        ASSERT_NEAR(fast[m * N + n], ref[m * N + n], tolerance(t, &W.deq[n * K], &x[m * K], K))
+            << dtype_name(t) << " row " << m << " column " << n;
+      kernels::matmul(W.view, &x[m * K], 1, one.data(), pool);
+      ASSERT_EQ(0, std::memcmp(one.data(), &fast[m * N], N * sizeof(float)))
+          << dtype_name(t) << ": row " << m << " differs when computed alone";
+    }
+    if (!is_float(t) && GetParam() != HWY_SCALAR)  // SCALAR uses float activations
+      expect_tight_match(W, t, x, M, K, fast, hwy::TargetName(GetParam()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CompiledAndSupported, EveryTarget,
+                         ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
+                         [](const auto& info) { return std::string(hwy::TargetName(info.param)); });
 
 }  // namespace

@@ -63,6 +63,7 @@ std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
   eo.max_batch = max_batch;
   eo.n_ctx = 256;
   eo.spec = so;
+  eo.spec.opt_out = false;  // these tests need the drafts verified even when they do not pay
   std::unique_ptr<Drafter> d;
   if (kind == DraftKind::SameQuantized)
     d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo));

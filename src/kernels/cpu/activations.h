@@ -1,52 +1,73 @@
 // Activations quantized to int8 on the fly, so that quantized weights meet them
-// in integer dot products. Two layouts, both private to the CPU kernels:
+// in integer dot products. Private to the CPU kernels.
 //
-// - Q8Acts (legacy weight types, GGML's Q8_0 idea): 32-element blocks, each with
-//   its own float scale d, stored once per 4 elements (one per i32 lane of the dot
-//   product) so kernels of any vector width can load scales lane-aligned; plus
-//   s = d * sum(q) per block for the weights' offset/min terms.
-// - Q8KActs (K-quants, GGML's Q8_K idea): 256-element blocks with one float scale
-//   and the sum of q over every 16 elements, for the K-quants' sub-block mins.
+// Two scale granularities, one layout:
+// - per 32 elements (the legacy weight types, GGML's Q8_0 idea);
+// - per 256 elements (the K-quants, GGML's Q8_K idea).
 //
-// Rounding: q = nearest-even(x * 127 / max|x|) in [-127, 127]; all-zero blocks
-// get d = 0 and q = 0. Rows are padded with zeros to kRowAlign elements so full
-// vectors can run past K.
+// Layout. A row is cut into 256-element chunks, each seen as 16 groups of 16
+// elements (group j = elements 16j..16j+15) and each group as 4 granules of 4
+// bytes. The chunk stores granule k of group j at bytes 64k + 4j:
+//   q[64k + 4j + b] = code of element 16j + 4k + b.
+// So the k-th 64-byte vector of a chunk holds granule k of every group, and an
+// int8 dot product that accumulates the 4 vectors (vpdpbusd) leaves group j's
+// whole dot product in 32-bit lane j. Every weight type's scales are constant
+// over a group (K-quant sub-blocks of 16 or 32, legacy blocks of 32), so the
+// kernels apply them with one float vector per chunk, whatever the vector width:
+// a narrower vector covers fewer groups at the same offsets.
+//
+// Per group the row also keeps its scale d (the scale of the block the group
+// lies in) and the sum of its codes (for the weights' offsets and mins), both as
+// floats (the sums are small integers, exact).
+//
+// Rounding: q = nearest-even(x * 127 / max|x|) in [-127, 127] per block; all-zero
+// blocks get d = 0 and q = 0. Rows are padded with zeros (q = 0, d = 0, sum = 0)
+// to a whole chunk.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <vector>
 
 namespace tandem::kernels::cpu {
 
-constexpr int kRowAlign = 64;  // elements; the widest vector holds 64 int8
-constexpr int kMinAlign = 16;  // per-block arrays padded to a full float vector
+// Cache-line aligned storage: with Kp a multiple of 256, every 64-byte vector of
+// a row then lies in one cache line (a load that straddles two costs double).
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const { return true; }
+};
+template <typename T>
+using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
+
+constexpr int kChunk = 256;        // elements per layout chunk
+constexpr int kGroup = 16;         // elements per group (one 32-bit lane of results)
+constexpr int kGroupsPerChunk = kChunk / kGroup;
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-struct Q8Acts {
+struct QActs {
   int M = 0;
-  int64_t K = 0, Kp = 0;      // Kp: K rounded up to kRowAlign
-  int64_t nbp = 0;            // per-row stride of s: K / 32 rounded up to kMinAlign
-  std::vector<int8_t> q;      // M x Kp
-  std::vector<float> d_lane;  // M x Kp / 4
-  std::vector<float> s;       // M x nbp
+  int64_t K = 0, Kp = 0;       // Kp: K rounded up to kChunk
+  int block = 0;               // elements per scale: 32 or 256
+  AlignedVector<int8_t> q;     // M x Kp, chunk layout above
+  AlignedVector<float> gsum;   // M x Kp / 16: sum of the codes of each group
+  AlignedVector<float> gd;     // M x Kp / 16: the scale of each group's block
   const int8_t* row_q(int m) const { return q.data() + m * Kp; }
-  const float* row_d(int m) const { return d_lane.data() + m * (Kp / 4); }
-  const float* row_s(int m) const { return s.data() + m * nbp; }
+  const float* row_gsum(int m) const { return gsum.data() + m * (Kp / kGroup); }
+  const float* row_gd(int m) const { return gd.data() + m * (Kp / kGroup); }
 };
 
-struct Q8KActs {
-  int M = 0;
-  int64_t K = 0;               // a multiple of 256
-  std::vector<int8_t> q;       // M x K
-  std::vector<float> d;        // M x K / 256
-  std::vector<int16_t> bsum;   // M x K / 16
-  const int8_t* row_q(int m) const { return q.data() + m * K; }
-  const float* row_d(int m) const { return d.data() + m * (K / 256); }
-  const int16_t* row_bsum(int m) const { return bsum.data() + m * (K / 16); }
-};
-
-// Quantize M rows of K floats (K a multiple of 32 / of 256).
-void quantize_q8(const float* x, int M, int64_t K, Q8Acts& out);
-void quantize_q8k(const float* x, int M, int64_t K, Q8KActs& out);
+// Quantize M rows of K floats with one scale per `block` elements (32 or 256; K
+// a multiple of it).
+void quantize_acts(const float* x, int M, int64_t K, int block, QActs& out);
 
 }  // namespace tandem::kernels::cpu

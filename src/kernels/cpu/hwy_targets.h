@@ -19,3 +19,5 @@
 //   #pragma GCC target("avx512vnni")
 //   #endif
 // right after HWY_BEFORE_NAMESPACE() (HWY_AFTER_NAMESPACE() pops it again).
+// The 256-bit forms still come out VEX-encoded (illegal on Zen 4): use the
+// DpbusdEvex256 helper of simd_dot-inl.h for those.

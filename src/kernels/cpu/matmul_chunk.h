@@ -1,11 +1,12 @@
 // One unit of matmul work, as handed by the driver (matmul_cpu.cpp) to the
-// per-family SIMD kernels: output columns [n0, n1) of one weight matrix for
-// activation rows [m0, m1) (at most kTileRows of them).
+// per-family SIMD kernels: output columns [n0, n1) of one weight matrix for all
+// activation rows [m0, m1).
 //
-// Every kernel is weight-stationary: it unpacks one weight row (output column)
-// into a small per-thread buffer once and then applies it to each activation
-// row of the tile with the same per-row code, so a row's result never depends
-// on which or how many rows share the call (batch invariance).
+// The kernels walk the columns in order (weight rows are contiguous, so the
+// hardware prefetcher streams them) and apply each piece of a weight row to every
+// activation row while it is in registers or L1. Each activation row goes
+// through the same per-row code whatever rows share the call, so its result
+// never depends on them (batch invariance).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,8 +16,6 @@
 
 namespace tandem::kernels::cpu {
 
-constexpr int kTileRows = 16;
-
 struct MatmulChunk {
   DType type;
   const uint8_t* w;  // row n starts at w + n * row_bytes
@@ -25,14 +24,13 @@ struct MatmulChunk {
   int64_t n0, n1;
   int m0, m1;
   const float* x = nullptr;      // float activations, M x K (float weight types)
-  const Q8Acts* q8 = nullptr;    // legacy weight types
-  const Q8KActs* q8k = nullptr;  // K-quants
+  const QActs* acts = nullptr;   // quantized activations (quantized weight types)
   float* y;                      // y[m * ldy + n]
   int64_t ldy;
 };
 
 // Which activation form a weight type's kernel consumes.
-enum class ActKind { Float, Q8, Q8K };
+enum class ActKind { Float, Q8, Q8K };  // Q8: scale per 32 elements, Q8K: per 256
 ActKind act_kind(DType t);
 
 void matmul_chunk_float(const MatmulChunk& c);   // F32, F16, BF16

@@ -63,14 +63,12 @@ int64_t chunk_columns(int64_t total_columns, int threads) {
 }
 
 void run_chunk(MatmulChunk c, ActKind kind, int M) {
-  for (int m0 = 0; m0 < M; m0 += kTileRows) {
-    c.m0 = m0;
-    c.m1 = std::min(M, m0 + kTileRows);
-    switch (kind) {
-      case ActKind::Float: matmul_chunk_float(c); break;
-      case ActKind::Q8: matmul_chunk_legacy(c); break;
-      case ActKind::Q8K: matmul_chunk_kquant(c); break;
-    }
+  c.m0 = 0;
+  c.m1 = M;
+  switch (kind) {
+    case ActKind::Float: matmul_chunk_float(c); break;
+    case ActKind::Q8: matmul_chunk_legacy(c); break;
+    case ActKind::Q8K: matmul_chunk_kquant(c); break;
   }
 }
 
@@ -92,11 +90,10 @@ void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
     total_columns += W.ne(1);
   }
   // Per calling thread: reused across calls, so steady-state decode allocates nothing.
-  static thread_local Q8Acts q8;
-  static thread_local Q8KActs q8k;
+  static thread_local QActs q8, q8k;
   static thread_local std::vector<std::pair<MatmulChunk, ActKind>> chunks;
-  if (need_q8) quantize_q8(x, M, K, q8);
-  if (need_q8k) quantize_q8k(x, M, K, q8k);
+  if (need_q8) quantize_acts(x, M, K, 32, q8);
+  if (need_q8k) quantize_acts(x, M, K, 256, q8k);
 
   chunks.clear();
   const int64_t cols = chunk_columns(total_columns, pool.size());
@@ -108,14 +105,14 @@ void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
     c.row_bytes = W.row_bytes();
     c.K = K;
     c.x = x;
-    c.q8 = &q8;
-    c.q8k = &q8k;
+    const ActKind kind = act_kind(W.type);
+    c.acts = kind == ActKind::Q8 ? &q8 : &q8k;
     c.y = ys[i];
     c.ldy = W.ne(1);
     for (int64_t n0 = 0; n0 < W.ne(1); n0 += cols) {
       c.n0 = n0;
       c.n1 = std::min(W.ne(1), n0 + cols);
-      chunks.emplace_back(c, act_kind(W.type));
+      chunks.emplace_back(c, kind);
     }
   }
   std::atomic<size_t> next{0};

@@ -1,13 +1,15 @@
-// Matmul for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) against Q8KActs. Each
-// 256-element super-block is unpacked into one form:
-//   w = d * sc[g] * u - dmin * m[g]
-// with an unsigned code u <= 63 per element and small integer scale sc[g] and
-// min m[g] per 16-element group g (32-element sub-blocks repeat theirs):
-//   Q4_K, Q5_K: sc, m as stored; u = q        Q2_K: likewise, 16-element groups
-//   Q6_K: sc as stored, m = 32 sc, dmin = d    Q3_K: sc - 32, m = 4 (sc - 32), dmin = d
-// Against activations x = d_x * q_x, a super-block contributes
-//   d_x * (d * sum_g sc[g] * sum(u * q_x) - dmin * sum_g m[g] * bsum_x[g]),
-// both sums exact in int32 (vpmaddubsw + vpdpwssd for the first).
+// Matmul for the K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) against activations with
+// one scale per 256 elements. A super-block is one activation chunk; it decodes
+// into the form of quant_tile-inl.h, per 16-element group g:
+//   Q4_K, Q5_K, Q2_K: w = d * sc[g] * u - dmin * m[g]  ->  a = d sc, b = dmin m
+//   Q6_K: w = d * sc[g] * (u - 32)                      ->  a = d sc, b = 32 a
+//   Q3_K: w = d * (sc[g] - 32) * (u - 4)                ->  a = d (sc - 32), b = 4 a
+// with u the unsigned code (Q3_K: the 2 low bits plus 4 for a set hmask bit) and
+// 32-element sub-blocks (Q4_K, Q5_K) giving both their groups the same scales.
+//
+// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves, which
+// -Wmaybe-uninitialized reports wherever such an intrinsic is inlined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -17,9 +19,9 @@
 
 #include <cstddef>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/matmul_chunk.h"
+#include "kernels/cpu/quant_tile-inl.h"
 #include "kernels/cpu/simd_dot-inl.h"
 #include "kernels/quant_blocks.h"
 
@@ -33,58 +35,27 @@ namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR
 using namespace tandem::quant_detail;
 
-struct KQuantRow {
-  std::vector<uint8_t> u;   // K codes
-  std::vector<int16_t> sc;  // K / 2: the group scale once per byte pair
-  std::vector<int16_t> m;   // K / 16
-  std::vector<float> d, dmin;  // K / 256
-  void resize(int64_t K) {
-    if (static_cast<int64_t>(u.size()) == K) return;
-    u.resize(K);
-    sc.resize(K / 2);
-    m.resize(K / 16);
-    d.resize(K / 256);
-    dmin.resize(K / 256);
-  }
-};
-
-// Raw pointers into a KQuantRow for the unpackers: stores through uint8_t* may
-// alias anything, so going through the vectors would reload their data pointers
-// after every store.
-struct RowOut {
-  uint8_t* u;
-  int16_t* sc;
-  int16_t* m;
-  float* d;
-  float* dmin;
-};
-
-using D32 = hn::CappedTag<uint8_t, 32>;
-
-// Group g's scale into its 8 pair lanes, its min into m[g].
-HWY_INLINE void SetGroup(RowOut r, int64_t sb, int g, int sc, int mn) {
-  const hn::CappedTag<int16_t, 8> d16;
-  int16_t* dst = &r.sc[sb * 128 + g * 8];
-  for (size_t i = 0; i < 8; i += hn::Lanes(d16))
-    hn::StoreU(hn::Set(d16, static_cast<int16_t>(sc)), d16, dst + i);
-  r.m[sb * 16 + g] = static_cast<int16_t>(mn);
-}
-
 HWY_INLINE float HalfAt(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
   return F16ToF32(h);
 }
 
+// ---------------------------------------------------------------------------
+// Portable unpackers: one super-block into natural-order codes u[256] and the
+// groups' a[16], b[16]. They read the block in place: a local copy would make
+// the vector loads wait on store forwarding.
+
+using D32 = hn::CappedTag<uint8_t, 32>;
+
 // Q4_K and Q5_K share their layout apart from Q5_K's high bits.
 template <class Block, bool kHasHigh>
-HWY_INLINE void UnpackQ45K(const uint8_t* blk, int64_t sb, RowOut r) {
+HWY_INLINE void UnpackQ45K(const uint8_t* blk, uint8_t* u, float* a, float* b) {
   const uint8_t* qs = blk + offsetof(Block, qs);
   const uint8_t* scales = blk + offsetof(Block, scales);
   const uint8_t* qh = nullptr;
   if constexpr (kHasHigh) qh = blk + offsetof(BlockQ5_K, qh);
   const D32 dv;
-  uint8_t* u = &r.u[sb * 256];
   for (int c = 0; c < 4; ++c) {
     for (size_t i = 0; i < 32; i += hn::Lanes(dv)) {
       const auto v = hn::LoadU(dv, qs + 32 * c + i);
@@ -102,25 +73,22 @@ HWY_INLINE void UnpackQ45K(const uint8_t* blk, int64_t sb, RowOut r) {
       hn::StoreU(hi, dv, u + 64 * c + 32 + i);
     }
   }
+  const float d = HalfAt(blk + offsetof(Block, d));
+  const float dmin = HalfAt(blk + offsetof(Block, dmin));
   for (int j = 0; j < 8; ++j) {
     uint8_t sc, mn;
     unpack_k4_scale_min(scales, j, sc, mn);
-    SetGroup(r, sb, 2 * j, sc, mn);
-    SetGroup(r, sb, 2 * j + 1, sc, mn);
+    a[2 * j] = a[2 * j + 1] = static_cast<float>(sc) * d;
+    b[2 * j] = b[2 * j + 1] = static_cast<float>(mn) * dmin;
   }
-  r.d[sb] = HalfAt(blk + offsetof(Block, d));
-  r.dmin[sb] = HalfAt(blk + offsetof(Block, dmin));
 }
 
-// Reads the block in place: a local copy would make the vector loads wait on
-// store forwarding.
-HWY_INLINE void UnpackQ6K(const uint8_t* blk, int64_t sb, RowOut r) {
+HWY_INLINE void UnpackQ6K(const uint8_t* blk, uint8_t* u, float* a, float* b) {
   const uint8_t* ql = blk + offsetof(BlockQ6_K, ql);
   const uint8_t* qh = blk + offsetof(BlockQ6_K, qh);
   const auto* scales = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
   const D32 dv;
   const auto low4 = hn::Set(dv, 0x0F), low2 = hn::Set(dv, 0x03);
-  uint8_t* u = &r.u[sb * 256];
   for (int n = 0; n < 2; ++n) {
     for (size_t i = 0; i < 32; i += hn::Lanes(dv)) {
       const auto qa = hn::LoadU(dv, ql + 64 * n + i);
@@ -135,114 +103,307 @@ HWY_INLINE void UnpackQ6K(const uint8_t* blk, int64_t sb, RowOut r) {
       hn::StoreU(hn::Or(hn::ShiftRight<4>(qb), hn::ShiftLeft<4>(hn::ShiftRight<6>(h))), dv, o + 96);
     }
   }
-  for (int g = 0; g < 16; ++g) SetGroup(r, sb, g, scales[g], 32 * scales[g]);
-  r.d[sb] = r.dmin[sb] = HalfAt(blk + offsetof(BlockQ6_K, d));
+  const float d = HalfAt(blk + offsetof(BlockQ6_K, d));
+  for (int g = 0; g < 16; ++g) {
+    a[g] = static_cast<float>(scales[g]) * d;
+    b[g] = a[g] * 32.0f;
+  }
 }
 
 // The rarely used low-bit K-quants take a plain scalar unpack.
-HWY_INLINE void UnpackQ2K(const BlockQ2_K& b, int64_t sb, RowOut r) {
-  uint8_t* u = &r.u[sb * 256];
+HWY_INLINE void UnpackQ2K(const uint8_t* blk, uint8_t* u, float* a, float* b) {
+  const uint8_t* qs = blk + offsetof(BlockQ2_K, qs);
+  const uint8_t* scales = blk + offsetof(BlockQ2_K, scales);
   for (int e = 0; e < 256; ++e) {
     const int n = e / 128, k = (e % 128) / 32, l = e % 32;
-    u[e] = (b.qs[32 * n + l] >> (2 * k)) & 3;
+    u[e] = (qs[32 * n + l] >> (2 * k)) & 3;
   }
-  for (int g = 0; g < 16; ++g) SetGroup(r, sb, g, b.scales[g] & 0xF, b.scales[g] >> 4);
-  r.d[sb] = F16ToF32(b.d);
-  r.dmin[sb] = F16ToF32(b.dmin);
+  const float d = HalfAt(blk + offsetof(BlockQ2_K, d));
+  const float dmin = HalfAt(blk + offsetof(BlockQ2_K, dmin));
+  for (int g = 0; g < 16; ++g) {
+    a[g] = static_cast<float>(scales[g] & 0xF) * d;
+    b[g] = static_cast<float>(scales[g] >> 4) * dmin;
+  }
 }
 
-HWY_INLINE void UnpackQ3K(const BlockQ3_K& b, int64_t sb, RowOut r) {
-  uint8_t* u = &r.u[sb * 256];
+HWY_INLINE void UnpackQ3K(const uint8_t* blk, uint8_t* u, float* a, float* b) {
+  const uint8_t* qs = blk + offsetof(BlockQ3_K, qs);
+  const uint8_t* hmask = blk + offsetof(BlockQ3_K, hmask);
   for (int e = 0; e < 256; ++e) {
     const int n = e / 128, k = (e % 128) / 32, l = e % 32;
-    const int low = (b.qs[32 * n + l] >> (2 * k)) & 3;
-    const int high = (b.hmask[l] >> (e / 32)) & 1;  // set: q = low, clear: q = low - 4
+    const int low = (qs[32 * n + l] >> (2 * k)) & 3;
+    const int high = (hmask[l] >> (e / 32)) & 1;  // set: q = low, clear: q = low - 4
     u[e] = static_cast<uint8_t>(low + 4 * high);
   }
+  const float d = HalfAt(blk + offsetof(BlockQ3_K, d));
   for (int g = 0; g < 16; ++g) {
-    const int s = unpack_q3k_scale(b.scales, g) - 32;
-    SetGroup(r, sb, g, s, 4 * s);
+    a[g] = static_cast<float>(unpack_q3k_scale(blk + offsetof(BlockQ3_K, scales), g) - 32) * d;
+    b[g] = a[g] * 4.0f;
   }
-  r.d[sb] = r.dmin[sb] = F16ToF32(b.d);
 }
 
-template <class Block>
-HWY_INLINE Block LoadBlock(const uint8_t* src) {
-  Block b;
-  std::memcpy(&b, src, sizeof b);
-  return b;
-}
-
-void UnpackRow(DType type, const uint8_t* src, int64_t nsb, KQuantRow& row) {
-  const RowOut r{row.u.data(), row.sc.data(), row.m.data(), row.d.data(), row.dmin.data()};
+template <size_t kBlockBytes, class UnpackBlock>
+HWY_INLINE void UnpackKRow(const uint8_t* src, UnpackedRow& row, const UnpackBlock& unpack) {
+  alignas(64) uint8_t natural[kChunk];
+  const int64_t nsb = static_cast<int64_t>(row.codes.size()) / kChunk;
+  uint8_t* codes = row.codes.data();
+  float* a = row.a.data();
+  float* b = row.b.data();
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    switch (type) {
-      case DType::Q4_K:
-        UnpackQ45K<BlockQ4_K, false>(src + sb * sizeof(BlockQ4_K), sb, r);
-        break;
-      case DType::Q5_K:
-        UnpackQ45K<BlockQ5_K, true>(src + sb * sizeof(BlockQ5_K), sb, r);
-        break;
-      case DType::Q6_K:
-        UnpackQ6K(src + sb * sizeof(BlockQ6_K), sb, r);
-        break;
-      case DType::Q2_K:
-        UnpackQ2K(LoadBlock<BlockQ2_K>(src + sb * sizeof(BlockQ2_K)), sb, r);
-        break;
-      case DType::Q3_K:
-        UnpackQ3K(LoadBlock<BlockQ3_K>(src + sb * sizeof(BlockQ3_K)), sb, r);
-        break;
-      default:
-        return;  // the driver sends only the types above
-    }
+    unpack(src + sb * kBlockBytes, natural, a + sb * kGroupsPerChunk, b + sb * kGroupsPerChunk);
+    ToChunkLayout(natural, codes + sb * kChunk);
   }
 }
 
-// One unpacked weight row against activation row m. The order of every
-// addition is fixed by K alone (batch invariance).
-HWY_INLINE float DotRow(const KQuantRow& r, const Q8KActs& a, int m) {
-  const hn::ScalableTag<uint8_t> du8;
-  const hn::Repartition<int8_t, decltype(du8)> di8;
-  const hn::Repartition<int16_t, decltype(du8)> di16;
-  const hn::Repartition<int32_t, decltype(du8)> di32;
-  const hn::Repartition<float, decltype(du8)> df;
-  const hn::CappedTag<int32_t, 16> dm32;  // the 16 group mins of a super-block
-  const hn::Rebind<int16_t, decltype(dm32)> dm16;
-  const hn::Rebind<float, decltype(dm32)> dmf;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(du8));  // 16, 32 or 64: divides 256 evenly
-  const int8_t* xq = a.row_q(m);
-  const float* xd = a.row_d(m);
-  const int16_t* xb = a.row_bsum(m);
-  auto acc = hn::Zero(df);
-  auto accm = hn::Zero(dmf);
-  for (int64_t sb = 0; sb < a.K / 256; ++sb) {
-    const int64_t e0 = sb * 256;
-    auto s0 = hn::Zero(di32), s1 = hn::Zero(di32);
-    for (int64_t k = e0; k < e0 + 256; k += 2 * L) {
-      s0 = DotU8S8Scaled(du8, s0, hn::LoadU(du8, &r.u[k]), hn::LoadU(di8, xq + k),
-                         hn::LoadU(di16, &r.sc[k / 2]));
-      s1 = DotU8S8Scaled(du8, s1, hn::LoadU(du8, &r.u[k + L]), hn::LoadU(di8, xq + k + L),
-                         hn::LoadU(di16, &r.sc[(k + L) / 2]));
-    }
-    auto mins = hn::Zero(dm32);
-    for (size_t g = 0; g < 16; g += hn::Lanes(dm32))
-      mins = hn::Add(mins, hn::Mul(hn::PromoteTo(dm32, hn::LoadU(dm16, &r.m[sb * 16 + g])),
-                                   hn::PromoteTo(dm32, hn::LoadU(dm16, xb + sb * 16 + g))));
-    acc = hn::MulAdd(hn::ConvertTo(df, hn::Add(s0, s1)), hn::Set(df, r.d[sb] * xd[sb]), acc);
-    accm = hn::MulAdd(hn::ConvertTo(dmf, mins), hn::Set(dmf, -r.dmin[sb] * xd[sb]), accm);
+void PortableKQuant(const MatmulChunk& c) {
+  switch (c.type) {
+    case DType::Q4_K:
+      return PortableColumns(c, [](const uint8_t* s, UnpackedRow& r) {
+        UnpackKRow<sizeof(BlockQ4_K)>(s, r, UnpackQ45K<BlockQ4_K, false>);
+      });
+    case DType::Q5_K:
+      return PortableColumns(c, [](const uint8_t* s, UnpackedRow& r) {
+        UnpackKRow<sizeof(BlockQ5_K)>(s, r, UnpackQ45K<BlockQ5_K, true>);
+      });
+    case DType::Q6_K:
+      return PortableColumns(c, [](const uint8_t* s, UnpackedRow& r) {
+        UnpackKRow<sizeof(BlockQ6_K)>(s, r, UnpackQ6K);
+      });
+    case DType::Q2_K:
+      return PortableColumns(c, [](const uint8_t* s, UnpackedRow& r) {
+        UnpackKRow<sizeof(BlockQ2_K)>(s, r, UnpackQ2K);
+      });
+    case DType::Q3_K:
+      return PortableColumns(c, [](const uint8_t* s, UnpackedRow& r) {
+        UnpackKRow<sizeof(BlockQ3_K)>(s, r, UnpackQ3K);
+      });
+    default:
+      return;  // the driver sends only the types above
   }
-  return hn::GetLane(hn::SumOfLanes(df, acc)) + hn::GetLane(hn::SumOfLanes(dmf, accm));
 }
+
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------
+// Register decoders (AVX-512 VBMI/VNNI). Group g of a chunk is 32-bit lane g;
+// c[k] lane g holds elements 16g + 4k .. 16g + 4k + 3. Each type gathers the
+// dwords holding those codes with a permute (the same permute for every block,
+// so the indices are constants) and shifts/masks per lane.
+
+// Q4_K/Q5_K sub-block scales and mins as bytes [sc0..sc7, m0..m7].
+HWY_INLINE __m128i ScalesMinsK4(const uint8_t* s) {
+  uint32_t a, b, c;
+  std::memcpy(&a, s, 4);
+  std::memcpy(&b, s + 4, 4);
+  std::memcpy(&c, s + 8, 4);
+  const uint32_t sc_lo = a & 0x3F3F3F3F, m_lo = b & 0x3F3F3F3F;
+  const uint32_t sc_hi = (c & 0x0F0F0F0F) | ((a >> 2) & 0x30303030);
+  const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0F) | ((b >> 2) & 0x30303030);
+  return _mm_set_epi64x(static_cast<int64_t>(m_lo | (uint64_t{m_hi} << 32)),
+                        static_cast<int64_t>(sc_lo | (uint64_t{sc_hi} << 32)));
+}
+
+// Q3_K's 16 6-bit scale fields as bytes (see unpack_q3k_scale): the low 4 bits of
+// fields 0-7 / 8-15 are the low / high nibbles of bytes 0-7, the top 2 bits of
+// field j are bits 2 (j / 4) of byte 8 + j % 4.
+HWY_INLINE __m128i ScalesQ3K(const uint8_t* s) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, s, 4);
+  std::memcpy(&a1, s + 4, 4);
+  std::memcpy(&a2, s + 8, 4);
+  constexpr uint32_t kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
+  const uint32_t f0 = (a0 & kLow4) | ((a2 & kLow2) << 4);
+  const uint32_t f1 = (a1 & kLow4) | (((a2 >> 2) & kLow2) << 4);
+  const uint32_t f2 = ((a0 >> 4) & kLow4) | (((a2 >> 4) & kLow2) << 4);
+  const uint32_t f3 = ((a1 >> 4) & kLow4) | (((a2 >> 6) & kLow2) << 4);
+  return _mm_set_epi32(static_cast<int>(f3), static_cast<int>(f2), static_cast<int>(f1),
+                       static_cast<int>(f0));
+}
+
+// Two consecutive halves at p as floats in lanes 0 and 1.
+HWY_INLINE __m128 TwoHalves(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(v)));
+}
+
+HWY_INLINE __m128 OneHalf(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+}
+
+// Q4_K and Q5_K. Group g is half (g % 2) of sub-block s = g / 2, whose codes are
+// nibble s % 2 of qs[32 (g / 4) + 16 (g % 2) + l]. Q4_K keeps high nibbles in
+// place (16 times the code, at most 240) and folds 1/16 into a, which is exact.
+template <bool kQ5>
+struct DecodeQ45K {
+  static constexpr size_t kBytes = kQ5 ? sizeof(BlockQ5_K) : sizeof(BlockQ4_K);
+  static constexpr size_t kChunkBytes = kBytes;
+  static constexpr bool kChunkScale = true;
+  static constexpr bool kHasTail = false;
+  static constexpr size_t kQs = kQ5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
+  __m512i idx[4], idx_h[4], nib, shift, rot;
+  __m512i spread_sc, spread_m;
+  __m512 d_factor;
+  DecodeQ45K() {
+    for (int k = 0; k < 4; ++k) {
+      idx[k] = LanesI32([k](int g) { return 8 * (g >> 2) + 4 * (g & 1) + k; });
+      idx_h[k] = LanesI32([k](int g) { return 4 * (g & 1) + k; });  // qh dword
+    }
+    nib = LanesI32([](int g) { return ((g >> 1) & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu; });
+    shift = LanesI32([](int g) { return 4 * ((g >> 1) & 1); });
+    rot = LanesI32([](int g) { return (4 - g / 2) & 31; });  // qh bit g / 2 -> bit 4
+    // vpermb indices: byte 4g takes scale byte g / 2 (sc) or 8 + g / 2 (m).
+    alignas(64) uint8_t isc[64] = {}, im[64] = {};
+    for (int g = 0; g < 16; ++g) {
+      isc[4 * g] = static_cast<uint8_t>(g / 2);
+      im[4 * g] = static_cast<uint8_t>(8 + g / 2);
+    }
+    spread_sc = _mm512_load_si512(isc);
+    spread_m = _mm512_load_si512(im);
+    d_factor = LanesF32([](int g) { return (!kQ5 && ((g >> 1) & 1)) ? 1.0f / 16 : 1.0f; });
+  }
+  HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t sb) const {
+    const uint8_t* blk = row + sb * kBytes;
+    const __m512i q0 = _mm512_loadu_si512(blk + kQs);
+    const __m512i q1 = _mm512_loadu_si512(blk + kQs + 64);
+    ChunkRegs r;
+    if constexpr (kQ5) {
+      const __m512i qh = _mm512_zextsi256_si512(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ5_K, qh))));
+      const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i lo = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutex2var_epi32(q0, idx[k], q1), shift), low4);
+        const __m512i hb = _mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], qh), rot);
+        r.c[k] = _mm512_ternarylogic_epi32(lo, hb, bit4, 0xF8);  // lo | (hb & bit4)
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k)
+        r.c[k] = _mm512_and_si512(_mm512_permutex2var_epi32(q0, idx[k], q1), nib);
+    }
+    const __m512i sm = _mm512_castsi128_si512(ScalesMinsK4(blk + offsetof(BlockQ4_K, scales)));
+    constexpr __mmask64 kDwordLow = 0x1111111111111111ull;
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(kDwordLow, spread_sc, sm));
+    const __m512 mn = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(kDwordLow, spread_m, sm));
+    const __m128 dd = TwoHalves(blk);  // d, dmin (same offsets in both types)
+    r.a = _mm512_mul_ps(sc, _mm512_mul_ps(_mm512_broadcastss_ps(dd), d_factor));
+    r.b = _mm512_mul_ps(mn, _mm512_broadcastss_ps(_mm_movehdup_ps(dd)));
+    return r;
+  }
+};
+
+// Q6_K: group g lies in 128-element half n = g / 8, quarter j = (g / 2) % 4; its
+// low 4 bits are nibble j / 2 of ql[64 n + 32 (j % 2) + 16 (g % 2) + l], its high
+// 2 bits bits 2j..2j+1 of qh[32 n + 16 (g % 2) + l].
+struct DecodeQ6K {
+  static constexpr size_t kChunkBytes = sizeof(BlockQ6_K);
+  static constexpr bool kChunkScale = true;
+  static constexpr bool kHasTail = false;
+  __m512i idx_l[4], idx_h[4], shift, rot;
+  DecodeQ6K() {
+    for (int k = 0; k < 4; ++k) {
+      idx_l[k] = LanesI32(
+          [k](int g) { return 16 * (g / 8) + 8 * ((g / 2) % 2) + 4 * (g % 2) + k; });
+      idx_h[k] = LanesI32([k](int g) { return 8 * (g / 8) + 4 * (g % 2) + k; });
+    }
+    shift = LanesI32([](int g) { return 4 * ((g / 4) % 2); });
+    rot = LanesI32([](int g) { return (4 - 2 * ((g / 2) % 4)) & 31; });  // bits 2j -> 4
+  }
+  HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t sb) const {
+    const uint8_t* blk = row + sb * sizeof(BlockQ6_K);
+    const __m512i l0 = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql));
+    const __m512i l1 = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64);
+    const __m512i qh = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, qh));
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    ChunkRegs r;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, idx_l[k], l1), shift);
+      const __m512i hi = _mm512_and_si512(
+          _mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], qh), rot), bits45);
+      r.c[k] = _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC);  // (lo & low4) | hi
+    }
+    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales)))));
+    r.a = _mm512_mul_ps(sc, _mm512_broadcastss_ps(OneHalf(blk + offsetof(BlockQ6_K, d))));
+    r.b = _mm512_mul_ps(r.a, _mm512_set1_ps(32.0f));
+    return r;
+  }
+};
+
+// Q2_K and Q3_K: 2-bit codes, group g's at bits 2j..2j+1 (j = (g / 2) % 4) of
+// qs[32 (g / 8) + 16 (g % 2) + l]; Q3_K adds 4 where bit g / 2 of
+// hmask[16 (g % 2) + l] is set.
+template <bool kQ3>
+struct DecodeQ23K {
+  static constexpr size_t kBytes = kQ3 ? sizeof(BlockQ3_K) : sizeof(BlockQ2_K);
+  static constexpr size_t kChunkBytes = kBytes;
+  static constexpr bool kChunkScale = true;
+  static constexpr bool kHasTail = false;
+  static constexpr size_t kQs = kQ3 ? offsetof(BlockQ3_K, qs) : offsetof(BlockQ2_K, qs);
+  __m512i idx[4], idx_h[4], shift, rot;
+  DecodeQ23K() {
+    for (int k = 0; k < 4; ++k) {
+      idx[k] = LanesI32([k](int g) { return 8 * (g / 8) + 4 * (g % 2) + k; });
+      idx_h[k] = LanesI32([k](int g) { return 4 * (g % 2) + k; });
+    }
+    shift = LanesI32([](int g) { return 2 * ((g / 2) % 4); });
+    rot = LanesI32([](int g) { return (2 - g / 2) & 31; });  // hmask bit g / 2 -> bit 2
+  }
+  HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t sb) const {
+    const uint8_t* blk = row + sb * kBytes;
+    const __m512i qs = _mm512_loadu_si512(blk + kQs);
+    const __m512i low2 = _mm512_set1_epi8(0x03);
+    ChunkRegs r;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i lo =
+          _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx[k], qs), shift), low2);
+      if constexpr (kQ3) {
+        const __m512i hm = _mm512_zextsi256_si512(_mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ3_K, hmask))));
+        const __m512i hb = _mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], hm), rot);
+        r.c[k] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(0x04), 0xF8);
+      } else {
+        r.c[k] = lo;
+      }
+    }
+    if constexpr (kQ3) {
+      const __m512 sc = _mm512_cvtepi32_ps(_mm512_sub_epi32(
+          _mm512_cvtepu8_epi32(ScalesQ3K(blk + offsetof(BlockQ3_K, scales))),
+          _mm512_set1_epi32(32)));
+      r.a = _mm512_mul_ps(sc, _mm512_broadcastss_ps(OneHalf(blk + offsetof(BlockQ3_K, d))));
+      r.b = _mm512_mul_ps(r.a, _mm512_set1_ps(4.0f));
+    } else {
+      const __m512i s = _mm512_cvtepu8_epi32(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ2_K, scales))));
+      const __m128 dd = TwoHalves(blk + offsetof(BlockQ2_K, d));  // d, dmin
+      r.a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(s, _mm512_set1_epi32(0xF))),
+                          _mm512_broadcastss_ps(dd));
+      r.b = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(s, 4)),
+                          _mm512_broadcastss_ps(_mm_movehdup_ps(dd)));
+    }
+    return r;
+  }
+};
 
 void KQuantChunk(const MatmulChunk& c) {
-  static thread_local KQuantRow row;
-  const Q8KActs& a = *c.q8k;
-  row.resize(c.K);
-  for (int64_t n = c.n0; n < c.n1; ++n) {
-    UnpackRow(c.type, c.w + n * c.row_bytes, c.K / 256, row);
-    for (int m = c.m0; m < c.m1; ++m) c.y[m * c.ldy + n] = DotRow(row, a, m);
+  const RowShape shape{c.K / kChunk, 0};  // one chunk per super-block
+  switch (c.type) {
+    case DType::Q4_K: return RegisterColumns<DecodeQ45K<false>>(c, shape);
+    case DType::Q5_K: return RegisterColumns<DecodeQ45K<true>>(c, shape);
+    case DType::Q6_K: return RegisterColumns<DecodeQ6K>(c, shape);
+    case DType::Q2_K: return RegisterColumns<DecodeQ23K<false>>(c, shape);
+    case DType::Q3_K: return RegisterColumns<DecodeQ23K<true>>(c, shape);
+    default: return;  // the driver sends only the types above
   }
 }
+#else
+void KQuantChunk(const MatmulChunk& c) { PortableKQuant(c); }
+#endif  // HWY_TARGET == HWY_AVX3_DL
 
 #else   // HWY_SCALAR: use the dequantizing fallback.
 void KQuantChunk(const MatmulChunk& c) { matmul_chunk_dequant(c); }

@@ -1,11 +1,16 @@
 // Matmul for the legacy 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0)
-// against Q8Acts. Every type is unpacked into one form, w = ws * u + wm with an
-// unsigned code u per element and a float scale ws and offset wm per block:
-//   Q4_0: u = q, wm = -8 d     Q4_1: u = q, wm = m
-//   Q5_0: u = q, wm = -16 d    Q5_1: u = q, wm = m
-//   Q8_0: u = q + 128, wm = -128 d
-// so one kernel computes, per block, d_x * ws * sum(u * q_x) + wm * s_x (with
-// s_x = d_x * sum(q_x)), the integer sum by vpdpbusd-style dot products.
+// against activations with one scale per 32 elements. Eight blocks make one
+// activation chunk (the last chunk of a row may hold fewer; the activations are
+// zero past K). Group g of a chunk is half g % 2 of block g / 2, so each block
+// decodes into the form of quant_tile-inl.h with an unsigned code u and
+//   Q4_0: u = q,       a = d, b = 8 d       Q4_1: u = q, a = d, b = -m
+//   Q5_0: u = q,       a = d, b = 16 d      Q5_1: u = q, a = d, b = -m
+//   Q8_0: u = q + 128, a = d, b = 128 d
+// for both its groups (w = a u - b).
+//
+// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves, which
+// -Wmaybe-uninitialized reports wherever such an intrinsic is inlined.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -13,11 +18,12 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/matmul_chunk.h"
+#include "kernels/cpu/quant_tile-inl.h"
 #include "kernels/cpu/simd_dot-inl.h"
 #include "kernels/quant_blocks.h"
 
@@ -31,39 +37,51 @@ namespace hn = hwy::HWY_NAMESPACE;
 #if HWY_TARGET != HWY_SCALAR
 using namespace tandem::quant_detail;
 
-// One weight row unpacked; sized for the row length, reused across calls.
-struct LegacyRow {
-  std::vector<uint8_t> u;   // Kp codes
-  std::vector<float> ws;    // Kp / 4: the block scale once per i32 lane
-  std::vector<float> wm;    // nbp offsets
-  void resize(int64_t Kp, int64_t nbp) {
-    if (static_cast<int64_t>(u.size()) == Kp && static_cast<int64_t>(wm.size()) == nbp) return;
-    u.assign(Kp, 0);
-    ws.assign(Kp / 4, 0.0f);
-    wm.assign(nbp, 0.0f);
-  }
+constexpr int kBlocksPerChunk = kChunk / kQK;  // 8
+
+HWY_INLINE float HalfAt(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// Per-type layout facts: block size, where the codes, the high bits and the
+// min sit, and the offset b as a multiple of d for the types without a min.
+struct LayoutQ4_0 {
+  static constexpr size_t kBytes = sizeof(BlockQ4_0), kQs = offsetof(BlockQ4_0, qs);
+  static constexpr bool kHigh = false, kMin = false, kByte = false;
+  static constexpr size_t kQh = 0;
+  static constexpr float kOffset = 8.0f;
+};
+struct LayoutQ4_1 {
+  static constexpr size_t kBytes = sizeof(BlockQ4_1), kQs = offsetof(BlockQ4_1, qs);
+  static constexpr bool kHigh = false, kMin = true, kByte = false;
+  static constexpr size_t kQh = 0;
+  static constexpr float kOffset = 0.0f;
+};
+struct LayoutQ5_0 {
+  static constexpr size_t kBytes = sizeof(BlockQ5_0), kQs = offsetof(BlockQ5_0, qs);
+  static constexpr bool kHigh = true, kMin = false, kByte = false;
+  static constexpr size_t kQh = offsetof(BlockQ5_0, qh);
+  static constexpr float kOffset = 16.0f;
+};
+struct LayoutQ5_1 {
+  static constexpr size_t kBytes = sizeof(BlockQ5_1), kQs = offsetof(BlockQ5_1, qs);
+  static constexpr bool kHigh = true, kMin = true, kByte = false;
+  static constexpr size_t kQh = offsetof(BlockQ5_1, qh);
+  static constexpr float kOffset = 0.0f;
+};
+struct LayoutQ8_0 {
+  static constexpr size_t kBytes = sizeof(BlockQ8_0), kQs = offsetof(BlockQ8_0, qs);
+  static constexpr bool kHigh = false, kMin = false, kByte = true;
+  static constexpr size_t kQh = 0;
+  static constexpr float kOffset = 128.0f;
 };
 
-// Raw pointers into a LegacyRow for the unpackers: stores through uint8_t* may
-// alias anything, so going through the vectors would reload their data pointers
-// after every store.
-struct RowOut {
-  uint8_t* u;
-  float* ws;
-  float* wm;
-};
+// ---------------------------------------------------------------------------
+// Portable unpacker: natural-order codes of one block (32), then the chunk layout.
 
 using D16 = hn::CappedTag<uint8_t, 16>;  // unpacking works on 16 packed bytes at a time
-
-// Low and high nibbles of 16 bytes: elements j and j + 16 of a block.
-HWY_INLINE void StoreNibbles(const uint8_t* qs, uint8_t* u) {
-  const D16 d;
-  for (size_t i = 0; i < 16; i += hn::Lanes(d)) {
-    const auto v = hn::LoadU(d, qs + i);
-    hn::StoreU(hn::And(v, hn::Set(d, 0x0F)), d, u + i);
-    hn::StoreU(hn::ShiftRight<4>(v), d, u + 16 + i);
-  }
-}
 
 // Adds 16 to the codes whose bit j is set in the 32-bit mask qh (Q5 high bits):
 // byte j of the block takes bit j % 8 of qh byte j / 8.
@@ -84,100 +102,330 @@ HWY_INLINE void AddHighBits(const uint8_t* qh, uint8_t* u) {
   }
 }
 
-HWY_INLINE void SetBlockScale(float d, float m, int64_t b, RowOut r) {
-  const hn::CappedTag<float, 8> df;
-  for (size_t l = 0; l < 8; l += hn::Lanes(df)) hn::StoreU(hn::Set(df, d), df, &r.ws[b * 8 + l]);
-  r.wm[b] = m;
-}
-
-// Field readers straight from the (unaligned) block bytes. Copying a block into a
-// local struct first makes the vector loads that follow wait on store forwarding.
-HWY_INLINE float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return F16ToF32(h);
-}
-
-template <class Block, bool kHigh, bool kMin>
-HWY_INLINE void UnpackQ4Q5(const uint8_t* src, int64_t nb, float offset, RowOut r) {
-  for (int64_t b = 0; b < nb; ++b, src += sizeof(Block)) {
-    StoreNibbles(src + offsetof(Block, qs), &r.u[b * 32]);
-    if constexpr (kHigh) AddHighBits(src + offsetof(Block, qh), &r.u[b * 32]);
-    const float d = HalfAt(src + offsetof(Block, d));
-    if constexpr (kMin) {
-      SetBlockScale(d, HalfAt(src + offsetof(Block, m)), b, r);
-    } else {
-      SetBlockScale(d, offset * d, b, r);
+template <class L>
+HWY_INLINE void UnpackBlock(const uint8_t* blk, uint8_t* u, float* a, float* b) {
+  const D16 d;
+  const uint8_t* qs = blk + L::kQs;
+  if constexpr (L::kByte) {  // signed q -> q + 128
+    for (size_t i = 0; i < 32; i += hn::Lanes(d))
+      hn::StoreU(hn::Xor(hn::LoadU(d, qs + i), hn::Set(d, 0x80)), d, u + i);
+  } else {
+    for (size_t i = 0; i < 16; i += hn::Lanes(d)) {
+      const auto v = hn::LoadU(d, qs + i);
+      hn::StoreU(hn::And(v, hn::Set(d, 0x0F)), d, u + i);
+      hn::StoreU(hn::ShiftRight<4>(v), d, u + 16 + i);
     }
+    if constexpr (L::kHigh) AddHighBits(blk + L::kQh, u);
   }
+  const float scale = HalfAt(blk);
+  a[0] = a[1] = scale;
+  b[0] = b[1] = L::kMin ? -HalfAt(blk + 2) : L::kOffset * scale;
 }
 
-void UnpackRow(DType type, const uint8_t* src, int64_t nb, LegacyRow& row) {
-  const RowOut r{row.u.data(), row.ws.data(), row.wm.data()};
-  switch (type) {
-    case DType::Q4_0: UnpackQ4Q5<BlockQ4_0, false, false>(src, nb, -8.0f, r); break;
-    case DType::Q4_1: UnpackQ4Q5<BlockQ4_1, false, true>(src, nb, 0.0f, r); break;
-    case DType::Q5_0: UnpackQ4Q5<BlockQ5_0, true, false>(src, nb, -16.0f, r); break;
-    case DType::Q5_1: UnpackQ4Q5<BlockQ5_1, true, true>(src, nb, 0.0f, r); break;
-    case DType::Q8_0: {
-      const D16 d;
-      for (int64_t b = 0; b < nb; ++b, src += sizeof(BlockQ8_0)) {
-        const uint8_t* qs = src + offsetof(BlockQ8_0, qs);
-        for (size_t i = 0; i < 32; i += hn::Lanes(d))  // signed q -> q + 128
-          hn::StoreU(hn::Xor(hn::LoadU(d, qs + i), hn::Set(d, 0x80)), d, &r.u[b * 32 + i]);
-        const float df = HalfAt(src + offsetof(BlockQ8_0, d));
-        SetBlockScale(df, -128.0f * df, b, r);
+// Blocks [0, nb) of a row; the padding of the last chunk decodes as zeros.
+template <class L>
+HWY_INLINE void UnpackLegacyRow(const uint8_t* src, int64_t nb, UnpackedRow& row) {
+  alignas(64) uint8_t natural[kChunk];
+  const int64_t nch = static_cast<int64_t>(row.codes.size()) / kChunk;
+  uint8_t* codes = row.codes.data();
+  float* a = row.a.data();
+  float* b = row.b.data();
+  for (int64_t c = 0; c < nch; ++c) {
+    for (int i = 0; i < kBlocksPerChunk; ++i) {
+      const int64_t blk = c * kBlocksPerChunk + i;
+      if (blk < nb) {
+        UnpackBlock<L>(src + blk * L::kBytes, natural + kQK * i, a + 2 * blk, b + 2 * blk);
+      } else {
+        std::memset(natural + kQK * i, 0, kQK);
+        a[2 * blk] = a[2 * blk + 1] = b[2 * blk] = b[2 * blk + 1] = 0.0f;
       }
-      break;
     }
-    default:
-      break;  // the driver sends only the types above
+    ToChunkLayout(natural, codes + c * kChunk);
   }
 }
 
-// The dot product of one unpacked weight row with one activation row. Four
-// accumulators break the FMA dependency chain; the summation order depends only
-// on K, never on the other rows.
-HWY_INLINE float DotRow(const LegacyRow& r, const Q8Acts& a, int m) {
-  const hn::ScalableTag<uint8_t> du8;
-  const hn::Repartition<int8_t, decltype(du8)> di8;
-  const hn::Repartition<int32_t, decltype(du8)> di32;
-  const hn::Repartition<float, decltype(du8)> df;
-  const int8_t* xq = a.row_q(m);
-  const float* xd = a.row_d(m);
-  const int64_t L = static_cast<int64_t>(hn::Lanes(du8));
-  auto step = [&](int64_t k, hn::Vec<decltype(df)> acc) {
-    const auto isum = DotU8S8(du8, hn::Zero(di32), hn::LoadU(du8, &r.u[k]), hn::LoadU(di8, xq + k));
-    const auto f = hn::Mul(hn::ConvertTo(df, isum), hn::LoadU(df, xd + k / 4));
-    return hn::MulAdd(f, hn::LoadU(df, &r.ws[k / 4]), acc);
-  };
-  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df), acc2 = hn::Zero(df), acc3 = hn::Zero(df);
-  int64_t k = 0;
-  for (; k + 4 * L <= a.Kp; k += 4 * L) {
-    acc0 = step(k, acc0);
-    acc1 = step(k + L, acc1);
-    acc2 = step(k + 2 * L, acc2);
-    acc3 = step(k + 3 * L, acc3);
-  }
-  for (; k < a.Kp; k += L) acc0 = step(k, acc0);
-  const float* xs = a.row_s(m);
-  const int64_t FL = static_cast<int64_t>(hn::Lanes(df));
-  for (int64_t b = 0; b < a.nbp; b += FL)
-    acc1 = hn::MulAdd(hn::LoadU(df, &r.wm[b]), hn::LoadU(df, xs + b), acc1);
-  const auto sum = hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3));
-  return hn::GetLane(hn::SumOfLanes(df, sum));
+template <class L>
+HWY_INLINE void PortableType(const MatmulChunk& c) {
+  const int64_t nb = c.K / kQK;
+  PortableColumns(c, [nb](const uint8_t* s, UnpackedRow& r) { UnpackLegacyRow<L>(s, nb, r); });
 }
+
+void PortableLegacy(const MatmulChunk& c) {
+  switch (c.type) {
+    case DType::Q4_0: return PortableType<LayoutQ4_0>(c);
+    case DType::Q4_1: return PortableType<LayoutQ4_1>(c);
+    case DType::Q5_0: return PortableType<LayoutQ5_0>(c);
+    case DType::Q5_1: return PortableType<LayoutQ5_1>(c);
+    case DType::Q8_0: return PortableType<LayoutQ8_0>(c);
+    default: return;  // the driver sends only the types above
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------
+// Register decoders (AVX-512 VBMI/VNNI/BITALG). Lane g = 2i + h of c[k] holds
+// elements 16h + 4k .. 16h + 4k + 3 of block i: dword k of the block's 16 code
+// bytes, low nibble for h = 0, high for h = 1 (Q8_0: dword 4h + k of its 32).
+
+// 64 bytes of a chunk from byte `at`: a plain load when the chunk is whole
+// (kFull), else masked to its first `valid` bytes, never reading past them.
+template <bool kFull>
+HWY_INLINE __m512i Window(const uint8_t* base, int at, int valid) {
+  if constexpr (kFull) return _mm512_loadu_si512(base + at);
+  const int left = valid - at;
+  const __mmask64 m = left >= 64 ? ~__mmask64{0} : left <= 0 ? 0 : (__mmask64{1} << left) - 1;
+  return _mm512_maskz_loadu_epi8(m, base + at);
+}
+
+// 64 byte indices into a pair of windows from f(result byte).
+template <class F>
+HWY_INLINE __m512i ByteIndices(F f) {
+  alignas(64) uint8_t v[64];
+  for (int e = 0; e < 64; ++e) v[e] = static_cast<uint8_t>(f(e));
+  return _mm512_load_si512(v);
+}
+
+// Q4_0, Q4_1, Q5_0, Q5_1: a chunk is 144 to 192 bytes, three 64-byte windows:
+// W0 and W1 its first 128 bytes, W2 its last 64 (overlapping W1, so that no load
+// reads past the chunk and none needs a mask). Byte permutes pick from them the
+// code bytes of blocks 0-3 (in W0:W1) and 4-7 (in W1:W2) as the 128-bit lanes of
+// z0 and z1, and the first 8 bytes of every block (d, m, qh) as the qwords of a
+// header vector; then one dword permute per k gathers c[k] from z0:z1.
+template <class L>
+struct DecodeNibbles {
+  static constexpr int kBytes = static_cast<int>(L::kBytes);
+  static constexpr int kQs = static_cast<int>(L::kQs);
+  static constexpr size_t kChunkBytes = kBlocksPerChunk * L::kBytes;
+  static constexpr bool kChunkScale = false;
+  static constexpr bool kHasTail = true;
+  static_assert(3 * kBytes + kQs + 16 <= 128 && 4 * kBytes + kQs >= 64 &&
+                3 * kBytes + 8 <= 128 && kChunkBytes >= 128 && kChunkBytes <= 192,
+                "code bytes and the first four headers must fit the windows");
+  __m512i idx[4], ctl[4], nib, shift;
+  __m512i z0_idx, z1_idx, head_lo_idx, head_hi_idx, d_idx, m_idx;
+  __mmask8 head_hi;  // header qwords taken from W1:W2
+  __m512 a_factor;
+
+  static constexpr int kW2 = static_cast<int>(kChunkBytes) - 64;  // W2's first byte
+  // Index into the table pair (W1, W2) of chunk byte `at` (64 <= at < 192).
+  static constexpr int W12Index(int at) { return at < 128 ? at - 64 : 64 + at - kW2; }
+
+  DecodeNibbles() {
+    for (int k = 0; k < 4; ++k) {
+      idx[k] = LanesI32([k](int g) { return 4 * (g >> 1) + k; });
+      // High bits: byte 4h + b of qword i selects bit 16h + 4k + b of block i's qh.
+      ctl[k] = ByteIndices([k](int e) { return 16 * ((e / 4) % 2) + 4 * k + e % 4; });
+    }
+    nib = LanesI32([](int g) { return (g & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu; });
+    shift = LanesI32([](int g) { return 4 * (g & 1); });
+    z0_idx = ByteIndices([](int e) { return (e / 16) * kBytes + kQs + e % 16; });
+    z1_idx = ByteIndices([](int e) { return W12Index((4 + e / 16) * kBytes + kQs + e % 16); });
+    head_hi = 0;
+    for (int i = 0; i < 8; ++i)
+      if (i * kBytes + 8 > 128) head_hi |= static_cast<__mmask8>(1u << i);
+    head_lo_idx = ByteIndices([](int e) {
+      const int at = (e / 8) * kBytes + e % 8;
+      return at < 128 ? at : 0;
+    });
+    head_hi_idx = ByteIndices([](int e) {
+      const int at = (e / 8) * kBytes + e % 8;
+      return at >= 64 ? W12Index(at) : 0;
+    });
+    // Words of the header: d of block i is word 4i, m word 4i + 1; lanes 2i, 2i + 1.
+    alignas(64) uint16_t dw[32] = {}, mw[32] = {};
+    for (int j = 0; j < 16; ++j) {
+      dw[j] = static_cast<uint16_t>(4 * (j / 2));
+      mw[j] = static_cast<uint16_t>(4 * (j / 2) + 1);
+    }
+    d_idx = _mm512_load_si512(dw);
+    m_idx = _mm512_load_si512(mw);
+    // Q4 high nibbles stay in place (16 times the code): fold 1/16 into a (exact).
+    a_factor = LanesF32([](int g) { return (!L::kHigh && (g & 1)) ? 1.0f / 16 : 1.0f; });
+  }
+
+  HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t ch) const {
+    return Decode<true>(row + ch * kChunkBytes, kBlocksPerChunk * kBytes);
+  }
+  HWY_INLINE ChunkRegs Masked(const uint8_t* row, int64_t ch, int tail) const {
+    return Decode<false>(row + ch * kChunkBytes, tail * kBytes);
+  }
+  // A tail of at most four blocks: all in W0:W1, groups 0-7 in 256-bit vectors.
+  HWY_INLINE HalfRegs Half(const uint8_t* row, int64_t ch, int tail) const {
+    const uint8_t* base = row + ch * kChunkBytes;
+    const int valid = tail * kBytes;
+    const __m512i w0 = Window<false>(base, 0, valid);
+    const __m512i w1 = Window<false>(base, 64, valid);
+    const __m512i z0 = _mm512_permutex2var_epi8(w0, z0_idx, w1);
+    const __m512i head = _mm512_permutex2var_epi8(w0, head_lo_idx, w1);
+    HalfRegs r;
+    if constexpr (L::kHigh) {
+      const __m256i qh =
+          _mm512_castsi512_si256(_mm512_srli_epi64(head, 8 * static_cast<int>(L::kQh)));
+      const __m256i low4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m256i lo = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(idx[k], z0)),
+                              _mm512_castsi512_si256(shift)),
+            low4);
+        r.c[k] = _mm256_mask_add_epi8(
+            lo, _mm256_bitshuffle_epi64_mask(qh, _mm512_castsi512_si256(ctl[k])), lo, sixteen);
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k)
+        r.c[k] = _mm256_and_si256(_mm512_castsi512_si256(_mm512_permutexvar_epi32(idx[k], z0)),
+                                  _mm512_castsi512_si256(nib));
+    }
+    const __m256 d =
+        _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_idx, head)));
+    r.a = _mm256_mul_ps(d, _mm512_castps512_ps256(a_factor));
+    if constexpr (L::kMin) {
+      const __m256 m =
+          _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(m_idx, head)));
+      r.b = _mm256_xor_ps(m, _mm256_set1_ps(-0.0f));  // -m
+    } else {
+      r.b = _mm256_mul_ps(d, _mm256_set1_ps(L::kOffset));
+    }
+    return r;
+  }
+
+  template <bool kFull>
+  HWY_INLINE ChunkRegs Decode(const uint8_t* base, int valid) const {
+    const __m512i w0 = Window<kFull>(base, 0, valid);
+    const __m512i w1 = Window<kFull>(base, 64, valid);
+    const __m512i w2 = Window<kFull>(base, kW2, valid);
+    const __m512i z0 = _mm512_permutex2var_epi8(w0, z0_idx, w1);
+    const __m512i z1 = _mm512_permutex2var_epi8(w1, z1_idx, w2);
+    const __m512i head =
+        _mm512_mask_blend_epi64(head_hi, _mm512_permutex2var_epi8(w0, head_lo_idx, w1),
+                                _mm512_permutex2var_epi8(w1, head_hi_idx, w2));
+    ChunkRegs r;
+    if constexpr (L::kHigh) {
+      const __m512i qh = _mm512_srli_epi64(head, 8 * static_cast<int>(L::kQh));
+      const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i lo = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_permutex2var_epi32(z0, idx[k], z1), shift), low4);
+        r.c[k] = _mm512_mask_add_epi8(lo, _mm512_bitshuffle_epi64_mask(qh, ctl[k]), lo, sixteen);
+      }
+    } else {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k)
+        r.c[k] = _mm512_and_si512(_mm512_permutex2var_epi32(z0, idx[k], z1), nib);
+    }
+    // Past a tail chunk's blocks the header is zero, so a = b = 0 there.
+    const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(d_idx, head)));
+    r.a = _mm512_mul_ps(d, a_factor);
+    if constexpr (L::kMin) {
+      const __m512 m =
+          _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(m_idx, head)));
+      r.b = _mm512_xor_ps(m, _mm512_set1_ps(-0.0f));  // -m
+    } else {
+      r.b = _mm512_mul_ps(d, _mm512_set1_ps(L::kOffset));
+    }
+    return r;
+  }
+};
+
+// Q8_0: the blocks' 32 code bytes go two by two into four vectors (256-bit lanes);
+// two dword permutes and a blend per k gather c[k]. The scales come from masked
+// broadcasts of each block's first dword.
+struct DecodeQ8_0 {
+  static constexpr int kBytes = sizeof(BlockQ8_0);
+  static constexpr size_t kChunkBytes = kBlocksPerChunk * sizeof(BlockQ8_0);
+  static constexpr bool kChunkScale = false;
+  static constexpr bool kHasTail = true;
+  __m512i idx[4];
+
+  DecodeQ8_0() {
+    for (int k = 0; k < 4; ++k)
+      idx[k] = LanesI32([k](int g) { return 8 * ((g >> 1) & 3) + 4 * (g & 1) + k; });
+  }
+
+  HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t ch) const {
+    return Decode<false>(row + ch * kChunkBytes, kBlocksPerChunk);
+  }
+  HWY_INLINE ChunkRegs Masked(const uint8_t* row, int64_t ch, int tail) const {
+    return Decode<true>(row + ch * kChunkBytes, tail);
+  }
+  // A tail of at most four blocks: groups 0-7 in 256-bit vectors.
+  HWY_INLINE HalfRegs Half(const uint8_t* row, int64_t ch, int tail) const {
+    const uint8_t* base = row + ch * kChunkBytes;
+    const __m512i za = TwoBlocks<true>(base, 0, tail), zb = TwoBlocks<true>(base, 1, tail);
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // q -> q + 128
+    HalfRegs r;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k)
+      r.c[k] = _mm256_xor_si256(
+          _mm512_castsi512_si256(_mm512_permutex2var_epi32(za, idx[k], zb)), flip);
+    r.a = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm512_cvtepi32_epi16(Heads<true>(base, tail))));
+    r.b = _mm256_mul_ps(r.a, _mm256_set1_ps(LayoutQ8_0::kOffset));
+    return r;
+  }
+
+  // Lanes 2i, 2i + 1: block i's first dword (d in its low half), for i < n.
+  template <bool kTail>
+  HWY_INLINE __m512i Heads(const uint8_t* base, int n) const {
+    __m512i head = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int i = 0; i < kBlocksPerChunk; ++i) {
+      if (kTail && i >= n) break;
+      int32_t v;
+      std::memcpy(&v, base + i * kBytes, 4);
+      head = _mm512_mask_set1_epi32(head, static_cast<__mmask16>(3u << (2 * i)), v);
+    }
+    return head;
+  }
+
+  // Block i's 32 code bytes (zeros past the n blocks of a tail chunk).
+  template <bool kTail>
+  HWY_INLINE __m256i Codes(const uint8_t* base, int i, int n) const {
+    const uint8_t* p = base + i * kBytes + offsetof(BlockQ8_0, qs);
+    if constexpr (kTail) return _mm256_maskz_loadu_epi32(i < n ? 0xFF : 0, p);
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  template <bool kTail>
+  HWY_INLINE __m512i TwoBlocks(const uint8_t* base, int j, int n) const {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(Codes<kTail>(base, 2 * j, n)),
+                              Codes<kTail>(base, 2 * j + 1, n), 1);
+  }
+
+  template <bool kTail>
+  HWY_INLINE ChunkRegs Decode(const uint8_t* base, int n) const {
+    const __m512i za = TwoBlocks<kTail>(base, 0, n), zb = TwoBlocks<kTail>(base, 1, n);
+    const __m512i zc = TwoBlocks<kTail>(base, 2, n), zd = TwoBlocks<kTail>(base, 3, n);
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));  // q -> q + 128
+    ChunkRegs r;
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k)
+      r.c[k] = _mm512_xor_si512(
+          _mm512_mask_blend_epi32(0xFF00, _mm512_permutex2var_epi32(za, idx[k], zb),
+                                  _mm512_permutex2var_epi32(zc, idx[k], zd)),
+          flip);
+    const __m512i head = Heads<kTail>(base, n);
+    r.a = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
+    r.b = _mm512_mul_ps(r.a, _mm512_set1_ps(LayoutQ8_0::kOffset));
+    return r;
+  }
+};
 
 void LegacyChunk(const MatmulChunk& c) {
-  static thread_local LegacyRow row;
-  const Q8Acts& a = *c.q8;
-  row.resize(a.Kp, a.nbp);
-  const int64_t nb = c.K / 32;
-  for (int64_t n = c.n0; n < c.n1; ++n) {
-    UnpackRow(c.type, c.w + n * c.row_bytes, nb, row);
-    for (int m = c.m0; m < c.m1; ++m) c.y[m * c.ldy + n] = DotRow(row, a, m);
+  const int64_t nb = c.K / kQK;
+  const RowShape shape{nb / kBlocksPerChunk, static_cast<int>(nb % kBlocksPerChunk)};
+  switch (c.type) {
+    case DType::Q4_0: return RegisterColumns<DecodeNibbles<LayoutQ4_0>>(c, shape);
+    case DType::Q4_1: return RegisterColumns<DecodeNibbles<LayoutQ4_1>>(c, shape);
+    case DType::Q5_0: return RegisterColumns<DecodeNibbles<LayoutQ5_0>>(c, shape);
+    case DType::Q5_1: return RegisterColumns<DecodeNibbles<LayoutQ5_1>>(c, shape);
+    case DType::Q8_0: return RegisterColumns<DecodeQ8_0>(c, shape);
+    default: return;  // the driver sends only the types above
   }
 }
+#else
+void LegacyChunk(const MatmulChunk& c) { PortableLegacy(c); }
+#endif  // HWY_TARGET == HWY_AVX3_DL
 
 #else   // HWY_SCALAR: no lane-exact integer tricks; use the dequantizing fallback.
 void LegacyChunk(const MatmulChunk& c) { matmul_chunk_dequant(c); }

@@ -2,10 +2,10 @@
 // included by each Highway translation unit (foreach_target re-includes it once
 // per target, hence the toggling guard instead of #pragma once).
 //
-// Both helpers are lane-exact: i32 lane i receives the products of bytes
-// 4i..4i+3, on every target, so callers may attach per-lane scales. On AVX3_DL
-// (AVX-512 VNNI) they are one or two instructions; elsewhere portable Highway
-// code computes the same integers.
+// DotU8S8 is lane-exact: i32 lane i receives the products of bytes 4i..4i+3, on
+// every target, so callers may attach per-lane scales. On AVX3_DL (AVX-512 VNNI)
+// it is one instruction; elsewhere portable Highway code computes the same
+// integers.
 #if defined(TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
 #undef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
@@ -48,6 +48,16 @@ HWY_INLINE float F16ToF32(uint16_t h) {
 #endif
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// 256-bit vpdpbusd, forced into its EVEX (AVX512-VNNI) form: under Highway's
+// target string, which names "avxvnni", GCC picks the VEX (AVX-VNNI) encoding for
+// the intrinsic, an illegal instruction on CPUs without AVX-VNNI such as Zen 4.
+HWY_INLINE __m256i DpbusdEvex256(__m256i acc, __m256i u8, __m256i s8) {
+  __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+#endif
+
 // Sign-extended low and high 16-bit halves of each 32-bit lane.
 template <class DI32, class V16>
 HWY_INLINE void SplitPairs(DI32 di32, V16 v, hn::Vec<DI32>& lo, hn::Vec<DI32>& hi) {
@@ -85,7 +95,7 @@ HWY_INLINE hn::Vec<hn::Repartition<int32_t, DU8>> DotU8S8(
   if constexpr (sizeof(hn::Vec<DU8>) == 64) {
     return decltype(acc){_mm512_dpbusd_epi32(acc.raw, w.raw, x.raw)};
   } else if constexpr (sizeof(hn::Vec<DU8>) == 32) {
-    return decltype(acc){_mm256_dpbusd_epi32(acc.raw, w.raw, x.raw)};
+    return decltype(acc){DpbusdEvex256(acc.raw, w.raw, x.raw)};
   }
 #endif
   const hn::Repartition<int32_t, DU8> di32;
@@ -95,31 +105,6 @@ HWY_INLINE hn::Vec<hn::Repartition<int32_t, DU8>> DotU8S8(
   SplitPairs(di32, even, a, b);
   SplitPairs(di32, odd, c, d);
   return hn::Add(acc, hn::Add(hn::Add(a, b), hn::Add(c, d)));
-}
-
-// acc + sum over the two byte pairs of lane i of (pair product sum) * scale16,
-// where scale16 holds one i16 scale per byte pair (vpmaddubsw + vpdpwssd).
-// Requires w <= 63 (the K-quants' at most 6-bit codes) so pair sums fit in i16.
-template <class DU8>
-HWY_INLINE hn::Vec<hn::Repartition<int32_t, DU8>> DotU8S8Scaled(
-    DU8 du8, hn::Vec<hn::Repartition<int32_t, DU8>> acc, hn::Vec<DU8> w,
-    hn::Vec<hn::Repartition<int8_t, DU8>> x, hn::Vec<hn::Repartition<int16_t, DU8>> scale16) {
-#if HWY_TARGET == HWY_AVX3_DL
-  if constexpr (sizeof(hn::Vec<DU8>) == 64) {
-    return decltype(acc){
-        _mm512_dpwssd_epi32(acc.raw, _mm512_maddubs_epi16(w.raw, x.raw), scale16.raw)};
-  } else if constexpr (sizeof(hn::Vec<DU8>) == 32) {
-    return decltype(acc){
-        _mm256_dpwssd_epi32(acc.raw, _mm256_maddubs_epi16(w.raw, x.raw), scale16.raw)};
-  }
-#endif
-  const hn::Repartition<int32_t, DU8> di32;
-  hn::Vec<hn::Repartition<int16_t, DU8>> even, odd;
-  BytePairProducts(du8, w, x, even, odd);
-  hn::Vec<decltype(di32)> p_lo, p_hi, s_lo, s_hi;
-  SplitPairs(di32, hn::Add(even, odd), p_lo, p_hi);
-  SplitPairs(di32, scale16, s_lo, s_hi);
-  return hn::Add(acc, hn::Add(hn::Mul(p_lo, s_lo), hn::Mul(p_hi, s_hi)));
 }
 
 }  // namespace tandem::kernels::cpu::HWY_NAMESPACE

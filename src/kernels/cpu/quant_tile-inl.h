@@ -1,0 +1,361 @@
+// The per-row arithmetic shared by every quantized weight type, in two forms,
+// included by matmul_kquant.cpp and matmul_legacy.cpp once per Highway target
+// (hence the toggling guard instead of #pragma once).
+//
+// Every weight type is decoded, 256 elements (one activation chunk, see
+// activations.h) at a time, into the same form: an unsigned code per element in
+// the chunk layout of the activations, and per 16-element group g a float scale
+// a[g] and offset b[g] such that the group contributes
+//   dx[g] * (a[g] * sum(u * q_x) - b[g] * sum(q_x))
+// to the dot product. sum(u * q_x) is an exact integer (4 vpdpbusd per chunk
+// leave group g's in lane g); the float part is a multiply, two FMAs per 16
+// groups and row. A row's arithmetic never depends on other rows, and its
+// summation order only on K and the target's vector width.
+//
+// - AVX3_DL (AVX-512 VNNI, Zen 4, Ice Lake): the type's decoder unpacks a chunk
+//   straight into registers (4 zmm of codes, a and b), and TileColumns applies
+//   it to a tile of up to kMaxTile activation rows whose accumulators stay in
+//   registers across the whole weight row (tiles of one or two rows take two
+//   columns at a time, for independent work). The weights are prefetched into L2
+//   ahead of use; a legacy row's last partial chunk of at most 4 blocks runs at
+//   half width.
+// - Every other SIMD target: the weight row is unpacked into an L1 buffer in the
+//   same form (UnpackedRow) and each activation row takes its dot product with it
+//   (DotUnpacked), lane-exact integer dot products from simd_dot-inl.h.
+#if defined(TANDEM_KERNELS_CPU_QUANT_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TANDEM_KERNELS_CPU_QUANT_TILE_INL_H_
+#undef TANDEM_KERNELS_CPU_QUANT_TILE_INL_H_
+#else
+#define TANDEM_KERNELS_CPU_QUANT_TILE_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/matmul_chunk.h"
+#include "kernels/cpu/simd_dot-inl.h"
+
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL  // see hwy_targets.h
+#pragma GCC target("avx512vnni")
+#endif
+namespace tandem::kernels::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_TARGET != HWY_SCALAR
+
+// Moves element 16j + 4k + b of a natural-order chunk of codes to 64k + 4j + b.
+HWY_INLINE void ToChunkLayout(const uint8_t* natural, uint8_t* chunk) {
+  for (int j = 0; j < kGroupsPerChunk; ++j)
+    for (int k = 0; k < 4; ++k) std::memcpy(chunk + 64 * k + 4 * j, natural + 16 * j + 4 * k, 4);
+}
+
+// ---------------------------------------------------------------------------
+// Portable form: one weight row unpacked, reused across calls.
+struct UnpackedRow {
+  AlignedVector<uint8_t> codes;  // Kp, chunk layout
+  AlignedVector<float> a, b;     // Kp / 16
+  void resize(int64_t Kp) {
+    if (static_cast<int64_t>(codes.size()) == Kp) return;
+    codes.assign(Kp, 0);
+    a.assign(Kp / kGroup, 0.0f);
+    b.assign(Kp / kGroup, 0.0f);
+  }
+};
+
+HWY_INLINE float DotUnpacked(const UnpackedRow& w, const QActs& x, int m) {
+  const hn::CappedTag<int32_t, kGroupsPerChunk> di32;  // a chunk's groups: 1, 2 or 4 vectors
+  const hn::Repartition<uint8_t, decltype(di32)> du8;
+  const hn::Repartition<int8_t, decltype(di32)> di8;
+  const hn::Rebind<float, decltype(di32)> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(di32));
+  const int8_t* xq = x.row_q(m);
+  const float* xs = x.row_gsum(m);
+  const float* xd = x.row_gd(m);
+  auto acc = hn::Zero(df);
+  for (int64_t e0 = 0; e0 < x.Kp; e0 += kChunk) {
+    for (int64_t j = 0; j < kGroupsPerChunk; j += N) {
+      auto p = hn::Zero(di32);
+      for (int64_t k = 0; k < 4; ++k) {
+        const int64_t off = e0 + 64 * k + 4 * j;
+        p = DotU8S8(du8, p, hn::LoadU(du8, &w.codes[off]), hn::LoadU(di8, xq + off));
+      }
+      const int64_t g = e0 / kGroup + j;
+      auto t = hn::Mul(hn::ConvertTo(df, p), hn::LoadU(df, &w.a[g]));
+      t = hn::NegMulAdd(hn::LoadU(df, &w.b[g]), hn::LoadU(df, xs + g), t);
+      acc = hn::MulAdd(t, hn::LoadU(df, xd + g), acc);
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, acc));
+}
+
+// unpack(row_ptr, UnpackedRow&) fills the whole row; every activation row then
+// takes its dot product with it.
+template <class Unpack>
+HWY_INLINE void PortableColumns(const MatmulChunk& c, const Unpack& unpack) {
+  static thread_local UnpackedRow row;
+  row.resize(c.acts->Kp);
+  for (int64_t n = c.n0; n < c.n1; ++n) {
+    unpack(c.w + n * c.row_bytes, row);
+    for (int m = c.m0; m < c.m1; ++m) c.y[m * c.ldy + n] = DotUnpacked(row, *c.acts, m);
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------
+// Register form (AVX-512 VNNI).
+
+// One decoded chunk of a weight row: codes of granule k of every group in c[k]
+// (lane g = group g), and the groups' a and b.
+struct ChunkRegs {
+  __m512i c[4];
+  __m512 a, b;
+};
+
+// The same for a last chunk of at most 4 legacy blocks (groups 0-7): 256-bit
+// vectors, half the work of a full chunk.
+struct HalfRegs {
+  __m256i c[4];
+  __m256 a, b;
+};
+
+// A weight row in chunks: `full` whole ones, then (legacy types) a last chunk of
+// `tail` blocks (0: none).
+struct RowShape {
+  int64_t full;
+  int tail;
+};
+
+constexpr int kMaxTile = 8;        // activation rows per register tile
+constexpr int kPairedRows = 2;     // tiles of at most this many rows take two columns at a time
+constexpr int kBlocksPerHalf = 4;  // legacy blocks that a HalfRegs tail holds
+
+// How far ahead (bytes) TileColumns prefetches the weights: 6 KiB measured best
+// on Zen 4 (1-2 threads); TANDEM_PREFETCH overrides it for tuning (0: off).
+HWY_INLINE int64_t PrefetchBytes() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("TANDEM_PREFETCH");
+    return v ? std::atoll(v) : int64_t{6144};
+  }();
+  return bytes;
+}
+
+// 16 int32 lanes from f(lane).
+template <class F>
+HWY_INLINE __m512i LanesI32(F f) {
+  alignas(64) int32_t v[16];
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<int32_t>(f(i));
+  return _mm512_load_si512(v);
+}
+template <class F>
+HWY_INLINE __m512 LanesF32(F f) {
+  alignas(64) float v[16];
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(f(i));
+  return _mm512_load_ps(v);
+}
+
+// RowSteps for a HalfRegs tail (one column): its groups' share, added to lanes
+// 0-7 of acc.
+HWY_INLINE __m512 RowStepHalf(const HalfRegs& w, const int8_t* q, const float* gsum,
+                              const float* gd, __m512 acc) {
+  auto load = [](const int8_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  };
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i p0 = DpbusdEvex256(zero, w.c[0], load(q));
+  __m256i p1 = DpbusdEvex256(zero, w.c[2], load(q + 128));
+  p0 = DpbusdEvex256(p0, w.c[1], load(q + 64));
+  p1 = DpbusdEvex256(p1, w.c[3], load(q + 192));
+  __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1)), w.a);
+  t = _mm256_fnmadd_ps(w.b, _mm256_loadu_ps(gsum), t);
+  return _mm512_add_ps(acc, _mm512_zextps256_ps512(_mm256_mul_ps(t, _mm256_loadu_ps(gd))));
+}
+
+// One activation row's share of one decoded chunk of C columns: the same
+// arithmetic for every tile shape. Each activation vector is loaded once for the
+// C columns, and only one is live at a time (register pressure decides the speed
+// of tiles of many rows). Two dot-product chains of two per column halve the
+// latency (integer sums, so the grouping cannot change the result).
+template <int C, bool kChunkScale, class Acc>
+HWY_INLINE void RowSteps(const std::array<ChunkRegs, C>& w, const int8_t* q, const float* gsum,
+                         const float* gd, Acc& acc, int r) {
+  const __m512i zero = _mm512_setzero_si512();
+  std::array<__m512i, C> p0, p1;
+  __m512i x = _mm512_loadu_si512(q);
+#pragma GCC unroll 2
+  for (int j = 0; j < C; ++j) p0[j] = _mm512_dpbusd_epi32(zero, w[j].c[0], x);
+  x = _mm512_loadu_si512(q + 128);
+#pragma GCC unroll 2
+  for (int j = 0; j < C; ++j) p1[j] = _mm512_dpbusd_epi32(zero, w[j].c[2], x);
+  x = _mm512_loadu_si512(q + 64);
+#pragma GCC unroll 2
+  for (int j = 0; j < C; ++j) p0[j] = _mm512_dpbusd_epi32(p0[j], w[j].c[1], x);
+  x = _mm512_loadu_si512(q + 192);
+#pragma GCC unroll 2
+  for (int j = 0; j < C; ++j) p1[j] = _mm512_dpbusd_epi32(p1[j], w[j].c[3], x);
+  const __m512 s = _mm512_loadu_ps(gsum);
+  const __m512 d = kChunkScale ? _mm512_set1_ps(*gd) : _mm512_loadu_ps(gd);
+#pragma GCC unroll 2
+  for (int j = 0; j < C; ++j) {
+    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0[j], p1[j])), w[j].a);
+    t = _mm512_fnmadd_ps(w[j].b, s, t);
+    acc[j][r] = _mm512_fmadd_ps(t, d, acc[j][r]);
+  }
+}
+
+// Columns [n0, n1) (a multiple of C of them, C at a time so that each activation
+// row is loaded once for C columns) for activation rows m0 .. m0 + R - 1.
+// A decoder Dec (one per weight type, constants only) provides
+//   kChunkBytes   weight bytes per chunk,
+//   kChunkScale   whether the activations have one scale per chunk (K-quants),
+//   kHasTail      whether a row may end in a partial chunk (legacy types),
+//   dec(row, ch)  the ChunkRegs of a row's whole chunk ch, and with kHasTail
+//   dec.Masked(row, ch, tail), dec.Half(row, ch, tail)  those of a last chunk of
+//                 `tail` blocks (5-7 at full width, 1-4 at half width).
+template <int R, int C, class Dec>
+HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk& c, int64_t n0,
+                              int64_t n1, int m0) {
+  const QActs& x = *c.acts;
+  std::array<const int8_t*, R> xq;
+  std::array<const float*, R> xs, xd;
+  for (int r = 0; r < R; ++r) {
+    xq[r] = x.row_q(m0 + r);
+    xs[r] = x.row_gsum(m0 + r);
+    xd[r] = x.row_gd(m0 + r);
+  }
+  // Software prefetch (into L2) of the weight row `ahead` columns on, the lines
+  // that start within each chunk: neither the out-of-order window nor the
+  // hardware prefetchers keep enough cache misses in flight to stream the
+  // weights from DRAM at full speed (measured on Zen 4: 1.5-2x).
+  const int64_t distance = PrefetchBytes();
+  const int64_t ahead =
+      distance == 0 ? 0 : std::max<int64_t>(C, (distance + c.row_bytes - 1) / c.row_bytes);
+  const int64_t prefetch_stride = static_cast<int64_t>(ahead * c.row_bytes);
+  // (The lambdas must inline: out of line they would take the accumulators through
+  // memory.)
+  auto prefetch = [&](const uint8_t* row, int64_t from_byte, int64_t to_byte)
+                      __attribute__((always_inline)) {
+    const uintptr_t from = reinterpret_cast<uintptr_t>(row + prefetch_stride + from_byte);
+    const uintptr_t to = reinterpret_cast<uintptr_t>(row + prefetch_stride + to_byte);
+    for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < to; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+  };
+  // The steady state prefetches row n + ahead while working on row n: the first
+  // `ahead` rows of the range are fetched up front.
+  if (prefetch_stride > 0) {
+    const uint8_t* first = c.w + n0 * c.row_bytes;
+    const int64_t bytes = std::min(n1 - n0, ahead) * static_cast<int64_t>(c.row_bytes);
+    for (int64_t off = 0; off < bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(first + off), _MM_HINT_T1);
+  }
+  for (int64_t n = n0; n < n1; n += C) {
+    std::array<const uint8_t*, C> w;
+    std::array<std::array<__m512, R>, C> acc;
+#pragma GCC unroll 2
+    for (int j = 0; j < C; ++j) {
+      w[j] = c.w + (n + j) * c.row_bytes;
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[j][r] = _mm512_setzero_ps();
+    }
+    // Whole chunks, then (legacy types) a last chunk of 5-7 blocks at full width
+    // or of 1-4 blocks at half width.
+    auto chunk = [&](int64_t ch, bool masked) __attribute__((always_inline)) {
+      constexpr int64_t kBytes = static_cast<int64_t>(Dec::kChunkBytes);
+      std::array<ChunkRegs, C> wc;
+#pragma GCC unroll 2
+      for (int j = 0; j < C; ++j) {
+        if (prefetch_stride > 0)
+          prefetch(w[j], ch * kBytes, masked ? c.row_bytes : (ch + 1) * kBytes);
+        if constexpr (Dec::kHasTail) {
+          wc[j] = masked ? dec.Masked(w[j], ch, shape.tail) : dec(w[j], ch);
+        } else {
+          wc[j] = dec(w[j], ch);
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        RowSteps<C, Dec::kChunkScale>(wc, xq[r] + ch * kChunk, xs[r] + ch * kGroupsPerChunk,
+                                      xd[r] + ch * kGroupsPerChunk, acc, r);
+    };
+    for (int64_t ch = 0; ch < shape.full; ++ch) chunk(ch, false);
+    if constexpr (!Dec::kHasTail) {
+    } else if (shape.tail > kBlocksPerHalf) {
+      chunk(shape.full, true);
+    } else if (shape.tail > 0) {
+      const int64_t ch = shape.full;
+#pragma GCC unroll 2
+      for (int j = 0; j < C; ++j) {
+        if (prefetch_stride > 0) prefetch(w[j], ch * Dec::kChunkBytes, c.row_bytes);
+        const HalfRegs wh = dec.Half(w[j], ch, shape.tail);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+          acc[j][r] = RowStepHalf(wh, xq[r] + ch * kChunk, xs[r] + ch * kGroupsPerChunk,
+                                  xd[r] + ch * kGroupsPerChunk, acc[j][r]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int j = 0; j < C; ++j)
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) c.y[(m0 + r) * c.ldy + n + j] = _mm512_reduce_add_ps(acc[j][r]);
+  }
+}
+
+// Column pairs (for tiles of up to kPairedRows rows), then the odd one alone.
+template <int R, class Dec>
+HWY_INLINE void TileRows(const Dec& dec, RowShape shape, const MatmulChunk& c, int64_t n0,
+                         int64_t n1, int m0) {
+  constexpr int kPair = R <= kPairedRows ? 2 : 1;
+  const int64_t paired = n0 + (n1 - n0) / kPair * kPair;
+  if (paired > n0) TileColumns<R, kPair>(dec, shape, c, n0, paired, m0);
+  if (paired < n1) TileColumns<R, 1>(dec, shape, c, paired, n1, m0);
+}
+
+template <class Dec>
+HWY_INLINE void TileDispatch(const Dec& dec, RowShape shape, const MatmulChunk& c, int64_t n0,
+                             int64_t n1, int m0, int rows) {
+  switch (rows) {
+    case 1: return TileRows<1>(dec, shape, c, n0, n1, m0);
+    case 2: return TileRows<2>(dec, shape, c, n0, n1, m0);
+    case 3: return TileRows<3>(dec, shape, c, n0, n1, m0);
+    case 4: return TileRows<4>(dec, shape, c, n0, n1, m0);
+    case 5: return TileRows<5>(dec, shape, c, n0, n1, m0);
+    case 6: return TileRows<6>(dec, shape, c, n0, n1, m0);
+    case 7: return TileRows<7>(dec, shape, c, n0, n1, m0);
+    default: return TileRows<8>(dec, shape, c, n0, n1, m0);
+  }
+}
+
+// All rows of the chunk: one tile when they fit, else (prefill) blocks of
+// columns whose weights stay in L2 (about 64 KiB) while every tile of rows takes
+// them in turn; a block of columns against one tile of rows keeps that tile's
+// activations in L1/L2 instead of streaming all rows once per column.
+// The decoders hold only constants (permute indices, masks), built once.
+template <class Dec>
+HWY_INLINE void RegisterColumns(const MatmulChunk& c, RowShape shape) {
+  static const Dec dec;
+  const int M = c.m1 - c.m0;
+  if (M <= kMaxTile) return TileDispatch(dec, shape, c, c.n0, c.n1, c.m0, M);
+  const int64_t block =
+      std::max<int64_t>(2, (64 << 10) / static_cast<int64_t>(c.row_bytes)) / 2 * 2;
+  for (int64_t n = c.n0; n < c.n1; n += block)
+    for (int m = c.m0; m < c.m1; m += kMaxTile)
+      TileDispatch(dec, shape, c, n, std::min(n + block, c.n1), m, std::min(kMaxTile, c.m1 - m));
+}
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+}  // namespace tandem::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // toggle guard

@@ -91,6 +91,9 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_option("-d,--draft", s.draft,
                   "Speculative decoding: a draft model (GGUF or HF directory) or 'ngram'");
   cmd->add_option("-k,--draft-tokens", s.k, "Tokens drafted per round, or 'auto' (default 5)");
+  cmd->add_option("--draft-vocab", s.draft_vocab,
+                  "Draft model: propose only the first N token ids (plus special tokens); "
+                  "0 = all; default 32768 for vocabularies over 65536, else all");
 }
 
 SpecOptions spec_options(const SpecCliOptions& s) {
@@ -121,7 +124,9 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
     return out;
   }
   out.draft_model = Model::load(s.draft);
-  out.drafter = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache);
+  int vocab = s.draft_vocab;
+  if (vocab < 0) vocab = out.draft_model->config().vocab_size > 65536 ? 32768 : 0;
+  out.drafter = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab);
   return out;
 }
 

@@ -49,6 +49,7 @@ namespace tandem::cli {
 struct SpecCliOptions {
   std::string draft;
   std::string k = "5";
+  int draft_vocab = -1;  // -1: automatic (see add_spec_options)
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
 // Draft length options from -k; throws tandem::Error for K < 1 or a bad value.

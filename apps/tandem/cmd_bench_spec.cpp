@@ -64,7 +64,7 @@ std::vector<std::vector<int>> load_prompts(const Model& model, const std::string
 struct Run {
   int generated = 0, decoded = 0, rounds = 0, spec_rounds = 0, drafted = 0, accepted = 0,
       rejections = 0;
-  double decode_ms = 0, draft_ms = 0, verify_ms = 0;
+  double decode_ms = 0, draft_ms = 0, verify_ms = 0, spec_verify_ms = 0;
   std::vector<std::vector<int>> outputs;
 
   double tok_per_s() const { return decode_ms > 0 ? decoded * 1000.0 / decode_ms : 0; }
@@ -101,6 +101,7 @@ Run run_prompts(const Model& target, ThreadPool& pool, const Opts& o, const Spec
     run.decode_ms += st.decode_ms;
     run.draft_ms += st.draft_ms;
     run.verify_ms += st.verify_ms;
+    run.spec_verify_ms += st.spec_verify_ms;
     run.outputs.push_back(std::move(res.tokens));
   }
   return run;
@@ -109,7 +110,7 @@ Run run_prompts(const Model& target, ThreadPool& pool, const Opts& o, const Spec
 struct Row {
   std::string k;
   double spec_tps = 0, speedup = 0, acceptance = 0, alpha = 0, tokens_per_round = 0, c = 0, v = 0,
-         predicted = 0, mean_k = 0;
+         predicted = 0, mean_k = 0, draft_rounds = 0;
   int mismatches = 0;
 };
 
@@ -125,15 +126,25 @@ Row summarise(const std::string& k, const Run& plain, const Run& spec) {
                 ? double(spec.accepted) / (spec.accepted + spec.rejections)
                 : 0;
   r.tokens_per_round = spec.rounds ? double(spec.decoded) / spec.rounds : 0;
-  const double step_ms = plain.decoded ? plain.decode_ms / plain.decoded : 0;
+  r.draft_rounds = spec.rounds ? double(spec.spec_rounds) / spec.rounds : 0;
   r.mean_k = spec.spec_rounds ? double(spec.drafted) / spec.spec_rounds : 0;
-  if (step_ms > 0 && spec.rounds > 0) {
-    r.c = spec.drafted ? (spec.draft_ms / spec.rounds) / std::max(r.mean_k, 1.0) / step_ms : 0;
-    r.v = spec.verify_ms / spec.rounds / step_ms;
+  // Costs relative to one plain decode step: c per draft step, v per verify pass
+  // of a drafting round, v1 per round that drafted nothing (an n-gram miss, a
+  // request that opted out).
+  const double step_ms = plain.decoded ? plain.decode_ms / plain.decoded : 0;
+  double v1 = 1;
+  if (step_ms > 0 && spec.spec_rounds > 0) {
+    r.c = spec.draft_ms / spec.spec_rounds / std::max(r.mean_k, 1.0) / step_ms;
+    r.v = spec.spec_verify_ms / spec.spec_rounds / step_ms;
+    if (spec.rounds > spec.spec_rounds)
+      v1 = (spec.verify_ms - spec.spec_verify_ms) / (spec.rounds - spec.spec_rounds) / step_ms;
   }
-  const double g = r.mean_k, a = r.alpha;
+  // Leviathan et al.: (1 - a^(g+1)) / ((1 - a)(g c + v)) for rounds that draft g
+  // tokens, mixed with the fraction f of rounds that draft none.
+  const double g = r.mean_k, a = r.alpha, f = r.draft_rounds;
   const double tokens = a < 1 ? (1 - std::pow(a, g + 1)) / (1 - a) : g + 1;
-  r.predicted = (g * r.c + r.v) > 0 ? tokens / (g * r.c + r.v) : 0;
+  const double cost = f * (g * r.c + r.v) + (1 - f) * v1;
+  r.predicted = cost > 0 ? (f * tokens + (1 - f)) / cost : 0;
   for (size_t i = 0; i < plain.outputs.size(); ++i)
     r.mismatches += plain.outputs[i] != spec.outputs[i];
   return r;
@@ -147,6 +158,8 @@ void add_bench_spec_command(CLI::App* bench) {
   static Opts o;
   cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
   cmd->add_option("-d,--draft", o.spec.draft, "Draft model, or 'ngram'")->required();
+  cmd->add_option("--draft-vocab", o.spec.draft_vocab,
+                  "Draft model: propose only the first N token ids (default as for generate)");
   cmd->add_option("-k", o.k_list, "Comma-separated draft lengths, 'auto' allowed")
       ->capture_default_str();
   cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")
@@ -177,7 +190,9 @@ void add_bench_spec_command(CLI::App* bench) {
                "effic", "same");
     std::vector<Row> rows;
     for (const auto& k : ks) {
-      Run spec = run_prompts(*target, pool, o, {o.spec.draft, k}, prompts);
+      SpecCliOptions spec_k = o.spec;
+      spec_k.k = k;
+      Run spec = run_prompts(*target, pool, o, spec_k, prompts);
       Row r = summarise(k, plain, spec);
       fmt::print("{:>5} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
                  "{:>8.2f}x {:>6.0f}% {:>6}\n",
@@ -203,6 +218,7 @@ void add_bench_spec_command(CLI::App* bench) {
       j["alpha"] = r.alpha;
       j["tokens_per_round"] = r.tokens_per_round;
       j["mean_k"] = r.mean_k;
+      j["draft_rounds_fraction"] = r.draft_rounds;
       j["c"] = r.c;
       j["v"] = r.v;
       j["predicted_speedup"] = r.predicted;

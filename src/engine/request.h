@@ -28,6 +28,7 @@ struct RequestStats {
   int rejections = 0;      // rounds that ended by rejecting a draft
   double prefill_ms = 0, decode_ms = 0;
   double draft_ms = 0, verify_ms = 0;  // decode_ms = draft_ms + verify_ms + the rest
+  double spec_verify_ms = 0;           // the part of verify_ms in rounds with drafts
 
   double acceptance_rate() const { return drafted ? double(accepted) / drafted : 0.0; }
   // Tokens emitted per round after the prefill (1 for plain decoding).

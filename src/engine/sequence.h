@@ -56,6 +56,7 @@ class Sequence {
   bool prefix_published = false;  // its prompt blocks are in the prefix cache
   Clock::time_point submitted_at = Clock::now(), last_token_at;
   AcceptanceEstimate acceptance;  // of this request's drafts, for adaptive K
+  int rounds_since_draft = 0;     // decode rounds since it last had drafts verified
 
   // The final result (call once finished).
   RequestResult result();

@@ -55,7 +55,6 @@ void SpeculativeRunner::prefill(const std::vector<std::pair<Sequence*, int>>& ch
   logits_.resize(completed.size() * size_t(V));
   target_.forward(batch_, cache_, logits_.data());
   const double ms = ms_between(t0, Clock::now());
-  costs_.record_verify(fed, ms);
   for (auto [s, n] : chunks) s->stats().prefill_ms += ms;
   for (size_t i = 0; i < completed.size(); ++i)
     completed[i]->accept(sample_next(*completed[i], &logits_[i * V]));
@@ -76,19 +75,52 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) con
     const int pending = static_cast<int>(s->tokens().size()) - cache_.length(s->target_slot);
     batch.push_back({s->acceptance.alpha(), pending, draft_cap(*s)});
   }
-  // Until forwards of two sizes have been timed, the costs cannot be compared:
-  // draft, so that they get measured.
-  if ((!opt_.adaptive && !opt_.opt_out) || costs_.verify_points() < 2) {
+  // Fixed K without opting out; or free proposals, trimmed after the lookup
+  // (step() does that): the caps themselves.
+  if ((!opt_.adaptive && !opt_.opt_out) || drafter_->free_proposals()) {
     for (size_t i = 0; i < seqs.size(); ++i) k[i] = batch[i].cap;
     return k;
   }
+  // Costs are learned from the rounds themselves (prefill chunks are a different,
+  // compute-bound regime): first time a plain round of this batch, then a
+  // drafting one, then let the model decide.
+  int pending = 0;
+  for (const auto& c : batch) pending += c.pending;
+  if (!costs_.has_verify(pending)) return k;
+  if (costs_.verify_points() < 2) {
+    for (size_t i = 0; i < seqs.size(); ++i) k[i] = batch[i].cap;
+    return k;
+  }
+  k = choose_draft_lengths(batch, k_choices(), costs_);
+  // A request that stopped drafting probes now and then, so that its estimate
+  // can recover when the text turns predictable.
+  for (size_t i = 0; i < seqs.size(); ++i)
+    if (k[i] == 0 && seqs[i]->rounds_since_draft >= kProbeEvery) k[i] = batch[i].cap;
+  return k;
+}
+
+std::vector<int> SpeculativeRunner::k_choices() const {
   std::vector<int> choices;
   if (opt_.adaptive) {
     for (int c = 1; c <= opt_.k; ++c) choices.push_back(c);
   } else {
     choices.push_back(opt_.k);
   }
-  return choose_draft_lengths(batch, choices, costs_);
+  return choices;
+}
+
+void SpeculativeRunner::trim_free_drafts(const std::vector<Sequence*>& seqs) {
+  if ((!opt_.adaptive && !opt_.opt_out) || costs_.verify_points() < 2) return;
+  std::vector<DraftCandidate> batch;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Sequence& s = *seqs[i];
+    const Draft& d = drafts_[i];
+    const int pending = static_cast<int>(s.tokens().size()) - cache_.length(s.target_slot);
+    batch.push_back({d.alpha >= 0 ? d.alpha : s.acceptance.alpha(), pending,
+                     static_cast<int>(d.tokens.size())});
+  }
+  const auto keep = choose_draft_lengths(batch, k_choices(), costs_);
+  for (size_t i = 0; i < seqs.size(); ++i) drafts_[i].tokens.resize(keep[i]);
 }
 
 void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vector<int>& k) {
@@ -100,13 +132,14 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
   for (int ki : k) any_draft |= ki > 0;
   drafts_.resize(seqs.size());
   for (auto& d : drafts_) d.clear();
-  if (any_draft) drafter_->propose(seqs, k, drafts_);
+  const double step_ms = any_draft ? drafter_->propose(seqs, k, drafts_) : -1;
+  if (any_draft && drafter_->free_proposals()) trim_free_drafts(seqs);
   const auto t1 = Clock::now();
 
   // 3. One target forward: pending tokens plus drafts for every sequence.
   batch_.clear();
   std::vector<int> first_row(seqs.size());
-  int rows = 0, max_drafted = 0;
+  int rows = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     const auto& toks = s.tokens();
@@ -119,7 +152,6 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
                         false);
     first_row[i] = rows;
     rows += 1 + static_cast<int>(d.size());
-    max_drafted = std::max(max_drafted, static_cast<int>(d.size()));
   }
   const int V = target_.vocab_size();
   logits_.resize(static_cast<size_t>(rows) * V);
@@ -129,7 +161,7 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
   costs_.record_verify(batch_.size(), verify_ms);
   int drafting = 0;
   for (int ki : k) drafting += ki > 0;
-  if (any_draft) costs_.record_draft_step(drafting, draft_ms / std::max(1, max_drafted));
+  if (step_ms >= 0) costs_.record_draft_step(drafting, step_ms);
 
   // 4-5. Accept, emit, roll back.
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -146,15 +178,19 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
       st.drafted += n_draft;
       st.accepted += v.n_accepted;
       st.rejections += v.n_accepted < n_draft;
+      st.spec_verify_ms += verify_ms;
+      s.acceptance.update(v.n_accepted, v.n_accepted < n_draft);
+      s.rounds_since_draft = 0;
+    } else {
+      s.rounds_since_draft++;
     }
-    s.acceptance.update(v.n_accepted, v.n_accepted < n_draft);
     bool open = true;
     for (int j = 0; j < v.n_accepted && open; ++j) open = s.accept(d.tokens[j]);
     if (open) s.accept(v.token);
     // The cache keeps the pending tokens and the accepted drafts; the new last
     // token (correction or bonus) is fed next round.
     cache_.truncate_to(s.target_slot, base + v.n_accepted);
-    if (drafter_) drafter_->sync(s);
+    if (drafter_) drafter_->sync(s, d, v.n_accepted);
     st.draft_ms += draft_ms;
     st.verify_ms += verify_ms;
   }

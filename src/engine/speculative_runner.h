@@ -24,7 +24,8 @@
 
 namespace tandem {
 
-constexpr int kMaxDraft = 32;  // the longest draft a round may verify
+constexpr int kMaxDraft = 32;   // the longest draft a round may verify
+constexpr int kProbeEvery = 16;  // rounds after which a request that stopped drafting tries again
 
 struct SpecOptions {
   int k = 5;              // draft length; with adaptive, the most it may choose
@@ -62,6 +63,10 @@ class SpeculativeRunner {
   // The most this sequence may draft this round (0 when it opted out or has no
   // room: a round emits up to K + 1 tokens and writes K + 1 cache positions).
   int draft_cap(const Sequence& seq) const;
+  // The draft lengths the batch-wide choice may pick from.
+  std::vector<int> k_choices() const;
+  // Free proposals (n-gram): keep of each draft only the part worth verifying.
+  void trim_free_drafts(const std::vector<Sequence*>& seqs);
   // Sample the sequence's next token from one row of logits (prefill's last row).
   int sample_next(Sequence& seq, float* logits);
 

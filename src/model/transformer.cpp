@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "kernels/quants.h"
@@ -155,7 +156,30 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
   for (int j = 0; j < m; ++j)
     kernels::rmsnorm(&x_[size_t(b.logit_rows[j]) * d], output_norm_.data(), d, c_.norm_eps,
                      &xn_[size_t(j) * d]);
-  kernels::matmul(W.output, xn_.data(), m, logits, pool_);
+  if (output_ranges_.empty()) {
+    kernels::matmul(W.output, xn_.data(), m, logits, pool_);
+    return;
+  }
+  const int V = vocab_size();
+  std::fill(logits, logits + size_t(m) * V, -std::numeric_limits<float>::infinity());
+  for (auto [begin, end] : output_ranges_) {
+    TensorView part = W.output;  // rows [begin, end) of the output matrix
+    part.shape[1] = end - begin;
+    part.data = W.output.row(begin);
+    part.nbytes = part.row_bytes() * static_cast<size_t>(end - begin);
+    range_logits_.resize(size_t(m) * (end - begin));
+    kernels::matmul(part, xn_.data(), m, range_logits_.data(), pool_);
+    for (int j = 0; j < m; ++j)
+      std::copy_n(&range_logits_[size_t(j) * (end - begin)], end - begin,
+                  logits + size_t(j) * V + begin);
+  }
+}
+
+void Transformer::restrict_output(std::vector<std::pair<int, int>> ranges) {
+  for (auto [b, e] : ranges)
+    check(0 <= b && b < e && e <= vocab_size(), "output range [{}, {}) outside the vocabulary {}",
+          b, e, vocab_size());
+  output_ranges_ = std::move(ranges);
 }
 
 }  // namespace tandem

@@ -36,6 +36,13 @@ class Transformer {
   int vocab_size() const { return model_.config().vocab_size; }
   KVCacheShape cache_shape() const;
 
+  // Compute logits only for token ids in these [begin, end) ranges; the others
+  // get -infinity (their probability is zero). A draft model restricted to the
+  // frequent part of a large vocabulary skips most of its LM head; its
+  // distribution q is still exact for the tokens it can propose, so speculation
+  // stays lossless. Empty: the whole vocabulary.
+  void restrict_output(std::vector<std::pair<int, int>> ranges);
+
  private:
   void ensure_scratch(int n_tokens);
   void validate(const ForwardBatch& batch, KVCache& cache) const;
@@ -48,6 +55,8 @@ class Transformer {
   struct LayerF32 { std::vector<float> attn_norm, ffn_norm, bq, bk, bv; };
   std::vector<LayerF32> layer_f32_;
   std::vector<float> output_norm_;
+  std::vector<std::pair<int, int>> output_ranges_;  // empty: all of the vocabulary
+  std::vector<float> range_logits_;                 // scratch for restricted outputs
   // Scratch, (n_tokens, width) row-major.
   int scratch_tokens_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, out_;

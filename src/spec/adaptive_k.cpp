@@ -8,7 +8,7 @@
 namespace tandem {
 namespace {
 constexpr double kEma = 0.2;      // weight of a new cost measurement
-constexpr double kFade = 0.95;    // per-round decay of old acceptance evidence
+constexpr double kFade = 0.9;     // decay of old acceptance evidence per verified draft
 constexpr double kPriorAccepted = 2, kPriorJudged = 3;  // a prior of 2/3 worth 3 trials
 }  // namespace
 

@@ -15,7 +15,7 @@ namespace tandem {
 // Measured wall-clock costs of the forward passes, in milliseconds.
 class CostModel {
  public:
-  // One target forward over `positions` (decode steps, verify passes, prefill chunks).
+  // One target forward over `positions` (decode steps and verify passes).
   void record_verify(int positions, double ms);
   // One draft step for `batch` requests (a batched draft-model forward, or a lookup).
   void record_draft_step(int batch, double ms);
@@ -23,8 +23,9 @@ class CostModel {
   // between them, extrapolated with the fitted slope beyond.
   double verify_ms(int m) const { return estimate(verify_, m); }
   double draft_step_ms(int batch) const { return draft_.empty() ? 0 : estimate(draft_, batch); }
-  // Distinct position counts measured so far.
+  // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
+  bool has_verify(int m) const { return verify_.count(m) != 0; }
 
  private:
   static double estimate(const std::map<int, double>& points, int m);
@@ -34,8 +35,9 @@ class CostModel {
 
 // Running estimate of the probability that the target accepts a drafted token.
 // Each verified draft is a Bernoulli trial until the first rejection; drafts
-// after a rejection were never judged and do not count. Older rounds fade so
-// the estimate follows the text (a copy passage, then free prose).
+// after a rejection were never judged and do not count. Older drafts fade so
+// the estimate follows the text (a copy passage, then free prose); rounds
+// without drafts leave it as it is.
 class AcceptanceEstimate {
  public:
   void update(int accepted, bool rejected);

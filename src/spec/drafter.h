@@ -20,10 +20,17 @@ struct Draft {
   // sampling transforms. Empty when the drafter is deterministic or the request
   // is greedy: q is then a point mass on each token.
   std::vector<SamplingDistribution> q;
+  // The drafter's own estimate of the per-token acceptance of this proposal
+  // (negative: none; the request's running estimate is used instead), and a tag
+  // it can use to learn from the verdict (e.g. the n-gram length that matched).
+  double alpha = -1;
+  int tag = 0;
 
   void clear() {
     tokens.clear();
     q.clear();
+    alpha = -1;
+    tag = 0;
   }
 };
 
@@ -32,12 +39,19 @@ class Drafter {
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
   // Propose up to k[i] tokens continuing seqs[i]->tokens() into out[i] (fewer, even
-  // none, when the drafter has nothing good to offer or no room).
-  virtual void propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                       std::vector<Draft>& out) = 0;
+  // none, when the drafter has nothing good to offer or no room). Returns the
+  // milliseconds of one steady-state draft step (one token per request, not a
+  // lazy prefill), or a negative value when this call had none to measure.
+  virtual double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+                         std::vector<Draft>& out) = 0;
   // A round ended and the sequence's tokens changed: drop any state built on
-  // drafts that were rejected.
-  virtual void sync(const Sequence& seq) {}
+  // drafts that were rejected. `draft` (as verified) had its first `accepted`
+  // tokens accepted.
+  virtual void sync(const Sequence& seq, const Draft& draft, int accepted) {}
+  // Proposals cost (almost) nothing, so the runner asks for the longest it may
+  // verify and then keeps only the part worth verifying. Otherwise it decides the
+  // lengths first and asks for exactly those.
+  virtual bool free_proposals() const { return false; }
   // The sequence is finished: free what the drafter holds for it.
   virtual void release(const Sequence& seq) {}
   // KV cache room: the free positions its cache would consume to propose k tokens

@@ -1,6 +1,7 @@
 #include "spec/model_drafter.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "engine/sequence.h"
@@ -29,14 +30,37 @@ void check_draft_compatible(const Model& draft, const Model& target) {
         target.path());
 }
 
+namespace {
+
+// [0, limit) plus every special or end-of-generation id at or above it.
+std::vector<std::pair<int, int>> draft_output_ranges(const Model& m, int limit) {
+  const int V = m.config().vocab_size;
+  std::vector<std::pair<int, int>> ranges{{0, std::min(limit, V)}};
+  const Tokenizer* tok = m.tokenizer();
+  for (int id = limit; id < V; ++id) {
+    const bool keep = m.is_stop(id) || (tok && id < tok->vocab_size() && tok->is_special(id));
+    if (!keep) continue;
+    if (ranges.back().second == id)
+      ranges.back().second = id + 1;
+    else
+      ranges.emplace_back(id, id + 1);
+  }
+  return ranges;
+}
+
+}  // namespace
+
 ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool,
-                           KVCacheConfig cache)
+                           KVCacheConfig cache, int vocab_limit)
     : draft_(draft),
       tf_(draft, pool),
       n_ctx_(std::min(cache.n_ctx, draft.config().context_length)) {
   check_draft_compatible(draft, target);
+  check(vocab_limit >= 0, "draft vocabulary limit must be >= 0, got {}", vocab_limit);
   cache.n_ctx = n_ctx_;
   cache_ = make_kv_cache(tf_.cache_shape(), cache);
+  if (vocab_limit > 0 && vocab_limit < draft.config().vocab_size)
+    tf_.restrict_output(draft_output_ranges(draft, vocab_limit));
 }
 
 int64_t ModelDrafter::positions_needed(const Sequence& seq, int k) {
@@ -69,8 +93,8 @@ int ModelDrafter::choose(Sequence& seq, float* logits, const std::vector<int>& c
   return d.q.back().sample(seq.rng());
 }
 
-void ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                           std::vector<Draft>& out) {
+double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+                             std::vector<Draft>& out) {
   const int V = tf_.vocab_size();
   out.resize(seqs.size());
   // Who drafts this round, and how many tokens at most (room in the draft cache).
@@ -92,7 +116,7 @@ void ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector
     if (room <= 0) continue;
     jobs.push_back({i, st, room, seqs[i]->tokens()});
   }
-  if (jobs.empty()) return;
+  if (jobs.empty()) return -1;
 
   // Step 0 feeds every token the draft cache lacks (the whole prefix on the
   // first round); later steps feed the previous draft token.
@@ -108,7 +132,12 @@ void ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector
     j.st->cached = toks;
     max_k = std::max(max_k, j.k);
   }
+  // Steady-state step time: steps that feed one token per request (step 0 feeds
+  // more: the tokens the draft cache lacks, the whole prompt on the first round).
+  double steady_ms = 0;
+  int steady_steps = 0;
   for (int step = 0; step < max_k; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
     if (step > 0) {
       batch.clear();
       for (auto& j : jobs) {
@@ -121,6 +150,7 @@ void ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector
     }
     logits_.resize(static_cast<size_t>(batch.logit_rows.size()) * V);
     tf_.forward(batch, *cache_, logits_.data());
+    const bool steady = batch.size() == static_cast<int>(batch.logit_rows.size());
     int row = 0;
     for (auto& j : jobs) {
       if (j.k <= step) continue;
@@ -128,10 +158,16 @@ void ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector
       out[j.i].tokens.push_back(t);
       j.context.push_back(t);
     }
+    if (steady) {
+      steady_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                       .count();
+      ++steady_steps;
+    }
   }
+  return steady_steps ? steady_ms / steady_steps : -1;
 }
 
-void ModelDrafter::sync(const Sequence& seq) {
+void ModelDrafter::sync(const Sequence& seq, const Draft&, int) {
   auto it = states_.find(seq.id());
   if (it == states_.end()) return;
   auto& st = it->second;

@@ -21,13 +21,18 @@ class ModelDrafter final : public Drafter {
   // Throws tandem::Error when the draft cannot stand in for the target: a
   // different vocabulary size or different special-token ids.
   // The draft's cache gets `cache` (its n_ctx is capped at the draft's context).
-  ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool, KVCacheConfig cache);
+  // vocab_limit > 0: the draft proposes only token ids below it, plus the
+  // special and end-of-generation tokens (see Transformer::restrict_output).
+  // Byte-level BPE vocabularies list tokens roughly by merge order, i.e. by
+  // frequency, so the first ids cover almost everything a model writes.
+  ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool, KVCacheConfig cache,
+               int vocab_limit = 0);
   ~ModelDrafter() override;
 
   std::string name() const override;
-  void propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-               std::vector<Draft>& out) override;
-  void sync(const Sequence& seq) override;
+  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+                 std::vector<Draft>& out) override;
+  void sync(const Sequence& seq, const Draft& draft, int accepted) override;
   void release(const Sequence& seq) override;
   bool uses_model() const override { return true; }
   int64_t positions_needed(const Sequence& seq, int k) override;

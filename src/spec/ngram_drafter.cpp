@@ -1,15 +1,18 @@
 #include "spec/ngram_drafter.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/sequence.h"
 
 namespace tandem {
 
-std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int max_n) {
+std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int max_n,
+                                      int min_n, int* n_out) {
   const int len = static_cast<int>(tokens.size());
+  if (n_out) *n_out = 0;
   if (k <= 0) return {};
-  for (int n = std::min(max_n, len - 1); n >= 1; --n) {
+  for (int n = std::min(max_n, len - 1); n >= std::max(min_n, 1); --n) {
     const int* tail = tokens.data() + len - n;
     // Most recent earlier occurrence: its match must end before the tail starts
     // ending, i.e. start at most len - n - 1.
@@ -17,19 +20,39 @@ std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int
       if (!std::equal(tail, tail + n, tokens.data() + start)) continue;
       const int from = start + n;
       const int take = std::min(k, len - from);
+      if (n_out) *n_out = n;
       return {tokens.begin() + from, tokens.begin() + from + take};
     }
   }
   return {};
 }
 
-void NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                           std::vector<Draft>& out) {
+double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+                             std::vector<Draft>& out) {
+  const auto t0 = std::chrono::steady_clock::now();
   out.resize(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {
     out[i].clear();
-    out[i].tokens = lookup(seqs[i]->tokens(), k[i], max_n_);
+    int n = 0;
+    out[i].tokens = lookup(seqs[i]->tokens(), k[i], max_n_, min_n_, &n);
+    out[i].tag = n;
+    // Evidence fades so the estimate follows the text; a prior of 1/2 worth 2 trials.
+    const Evidence& e = by_match_[n];
+    out[i].alpha = (e.accepted + 1.0) / (e.judged + 2.0);
   }
+  // The whole lookup is one "step": its cost does not grow with K.
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void NgramDrafter::sync(const Sequence&, const Draft& draft, int accepted) {
+  if (draft.tokens.empty() || draft.tag <= 0 || draft.tag >= static_cast<int>(by_match_.size()))
+    return;
+  // Each verified token until the first rejection is one trial (as in
+  // AcceptanceEstimate); older evidence fades.
+  Evidence& e = by_match_[draft.tag];
+  const bool rejected = accepted < static_cast<int>(draft.tokens.size());
+  e.accepted = 0.98 * e.accepted + accepted;
+  e.judged = 0.98 * e.judged + accepted + (rejected ? 1 : 0);
 }
 
 }  // namespace tandem

@@ -9,17 +9,29 @@ namespace tandem {
 
 class NgramDrafter final : public Drafter {
  public:
-  explicit NgramDrafter(int max_n = 4) : max_n_(max_n) {}
+  // Matches of max_n down to min_n tokens are tried.
+  explicit NgramDrafter(int max_n = 4, int min_n = 1)
+      : max_n_(max_n), min_n_(min_n), by_match_(max_n + 1) {}
   std::string name() const override { return "ngram"; }
-  void propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-               std::vector<Draft>& out) override;
+  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+                 std::vector<Draft>& out) override;
+  void sync(const Sequence& seq, const Draft& draft, int accepted) override;
   bool uses_model() const override { return false; }
+  bool free_proposals() const override { return true; }
 
-  // The lookup itself, on a plain token list: up to k continuation tokens.
-  static std::vector<int> lookup(const std::vector<int>& tokens, int k, int max_n);
+  // The lookup itself, on a plain token list: up to k continuation tokens; *n_out
+  // (if given) receives the length of the match (0: none).
+  static std::vector<int> lookup(const std::vector<int>& tokens, int k, int max_n,
+                                 int min_n = 1, int* n_out = nullptr);
 
  private:
-  int max_n_;
+  int max_n_, min_n_;
+  // Acceptance of proposals by the length of the match that produced them:
+  // a 4-token match in copied text is far more reliable than a 1-token one.
+  struct Evidence {
+    double accepted = 0, judged = 0;
+  };
+  std::vector<Evidence> by_match_;  // index: match length
 };
 
 }  // namespace tandem

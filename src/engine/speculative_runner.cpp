@@ -120,7 +120,12 @@ void SpeculativeRunner::trim_free_drafts(const std::vector<Sequence*>& seqs) {
                      static_cast<int>(d.tokens.size())});
   }
   const auto keep = choose_draft_lengths(batch, k_choices(), costs_);
-  for (size_t i = 0; i < seqs.size(); ++i) drafts_[i].tokens.resize(keep[i]);
+  // As in plan(): a request that stopped drafting probes now and then, or its
+  // estimate could never recover.
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const bool probe = keep[i] == 0 && seqs[i]->rounds_since_draft >= kProbeEvery;
+    if (!probe) drafts_[i].tokens.resize(keep[i]);
+  }
 }
 
 void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vector<int>& k) {

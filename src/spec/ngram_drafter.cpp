@@ -27,6 +27,12 @@ std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int
   return {};
 }
 
+std::vector<NgramDrafter::Evidence>& NgramDrafter::evidence(const Sequence& seq) {
+  auto& e = evidence_[seq.id()];
+  if (e.empty()) e.resize(max_n_ + 1);
+  return e;
+}
+
 double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
                              std::vector<Draft>& out) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -37,22 +43,23 @@ double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
     out[i].tokens = lookup(seqs[i]->tokens(), k[i], max_n_, min_n_, &n);
     out[i].tag = n;
     // Evidence fades so the estimate follows the text; a prior of 1/2 worth 2 trials.
-    const Evidence& e = by_match_[n];
+    const Evidence& e = evidence(*seqs[i])[n];
     out[i].alpha = (e.accepted + 1.0) / (e.judged + 2.0);
   }
   // The whole lookup is one "step": its cost does not grow with K.
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void NgramDrafter::sync(const Sequence&, const Draft& draft, int accepted) {
-  if (draft.tokens.empty() || draft.tag <= 0 || draft.tag >= static_cast<int>(by_match_.size()))
-    return;
+void NgramDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
+  if (draft.tokens.empty() || draft.tag <= 0 || draft.tag > max_n_) return;
   // Each verified token until the first rejection is one trial (as in
   // AcceptanceEstimate); older evidence fades.
-  Evidence& e = by_match_[draft.tag];
+  Evidence& e = evidence(seq)[draft.tag];
   const bool rejected = accepted < static_cast<int>(draft.tokens.size());
   e.accepted = 0.98 * e.accepted + accepted;
   e.judged = 0.98 * e.judged + accepted + (rejected ? 1 : 0);
 }
+
+void NgramDrafter::release(const Sequence& seq) { evidence_.erase(seq.id()); }
 
 }  // namespace tandem

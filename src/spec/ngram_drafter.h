@@ -3,6 +3,8 @@
 // earlier occurrence. No model, near-zero cost, and very effective when the
 // output copies from the input (edits, summaries with quotes, code refactors).
 #pragma once
+#include <unordered_map>
+
 #include "spec/drafter.h"
 
 namespace tandem {
@@ -11,11 +13,12 @@ class NgramDrafter final : public Drafter {
  public:
   // Matches of max_n down to min_n tokens are tried.
   explicit NgramDrafter(int max_n = 4, int min_n = 1)
-      : max_n_(max_n), min_n_(min_n), by_match_(max_n + 1) {}
+      : max_n_(max_n), min_n_(min_n) {}
   std::string name() const override { return "ngram"; }
   double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
                  std::vector<Draft>& out) override;
   void sync(const Sequence& seq, const Draft& draft, int accepted) override;
+  void release(const Sequence& seq) override;
   bool uses_model() const override { return false; }
   bool free_proposals() const override { return true; }
 
@@ -28,10 +31,13 @@ class NgramDrafter final : public Drafter {
   int max_n_, min_n_;
   // Acceptance of proposals by the length of the match that produced them:
   // a 4-token match in copied text is far more reliable than a 1-token one.
+  // Kept per request: how predictable text is depends on the request (a copy
+  // task against free prose), so one request's misses must not silence another.
   struct Evidence {
     double accepted = 0, judged = 0;
   };
-  std::vector<Evidence> by_match_;  // index: match length
+  std::vector<Evidence>& evidence(const Sequence& seq);  // index: match length
+  std::unordered_map<int, std::vector<Evidence>> evidence_;  // by sequence id
 };
 
 }  // namespace tandem

@@ -258,3 +258,27 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
     }
   }
 }
+
+// The n-gram drafter learns how often each match length is accepted, per
+// request: one request's rejected proposals must not stop another from drafting.
+TEST(NgramDrafterEvidence, IsKeptPerRequest) {
+  Models m = load_models(Arch::Llama, 384, false);
+  NgramDrafter drafter;
+  Sequence a(1, *m.target, greedy_request({5, 6, 7, 5, 6, 7, 5, 6}, 16));
+  Sequence b(2, *m.target, greedy_request({5, 6, 7, 5, 6, 7, 5, 6}, 16));
+  std::vector<Draft> out;
+  const double fresh = (drafter.propose({&a}, {3}, out), out[0].alpha);
+  EXPECT_NEAR(fresh, 0.5, 1e-9) << "an unjudged match length starts at its prior of 1/2";
+  for (int round = 0; round < 20; ++round) {
+    drafter.propose({&a}, {3}, out);
+    ASSERT_EQ(out[0].tokens, (std::vector<int>{7, 5, 6}));
+    drafter.sync(a, out[0], 0);  // rejected at once
+  }
+  drafter.propose({&a}, {3}, out);
+  EXPECT_LT(out[0].alpha, 0.1) << "twenty rejections should lower a's estimate";
+  drafter.propose({&b}, {3}, out);
+  EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "b has not been judged yet";
+  drafter.release(a);
+  drafter.propose({&a}, {3}, out);
+  EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "release forgets the request";
+}

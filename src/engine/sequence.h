@@ -57,6 +57,7 @@ class Sequence {
   Clock::time_point submitted_at = Clock::now(), last_token_at;
   AcceptanceEstimate acceptance;  // of this request's drafts, for adaptive K
   int rounds_since_draft = 0;     // decode rounds since it last had drafts verified
+  int failed_probes = 0;          // probes in a row after which drafting still did not pay
 
   // The final result (call once finished).
   RequestResult result();

@@ -67,7 +67,7 @@ int SpeculativeRunner::draft_cap(const Sequence& seq) const {
   return std::max(k, 0);
 }
 
-std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) const {
+std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
   std::vector<int> k(seqs.size(), 0);
   if (!drafter_) return k;
   std::vector<DraftCandidate> batch;
@@ -92,11 +92,29 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) con
     return k;
   }
   k = choose_draft_lengths(batch, k_choices(), costs_);
-  // A request that stopped drafting probes now and then, so that its estimate
-  // can recover when the text turns predictable.
-  for (size_t i = 0; i < seqs.size(); ++i)
-    if (k[i] == 0 && seqs[i]->rounds_since_draft >= kProbeEvery) k[i] = batch[i].cap;
+  add_probes(seqs, batch, k);
   return k;
+}
+
+void SpeculativeRunner::add_probes(const std::vector<Sequence*>& seqs,
+                                   const std::vector<DraftCandidate>& batch,
+                                   std::vector<int>& k) {
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    if (k[i] > 0) {
+      s.failed_probes = 0;  // drafting pays (again)
+      continue;
+    }
+    // Without a probe now and then the estimate could never recover when the
+    // text turns predictable; one token is the cheapest trial.
+    const int wait = kProbeEvery << std::min(s.failed_probes, kMaxProbeBackoff);
+    if (s.rounds_since_draft < wait || batch[i].cap <= 0) continue;
+    auto hopeful = batch;
+    hopeful[i].alpha = std::max(hopeful[i].alpha, kProbeAlpha);
+    if (choose_draft_lengths(hopeful, k_choices(), costs_)[i] == 0) continue;
+    s.failed_probes++;
+    k[i] = 1;
+  }
 }
 
 std::vector<int> SpeculativeRunner::k_choices() const {
@@ -119,13 +137,9 @@ void SpeculativeRunner::trim_free_drafts(const std::vector<Sequence*>& seqs) {
     batch.push_back({d.alpha >= 0 ? d.alpha : s.acceptance.alpha(), pending,
                      static_cast<int>(d.tokens.size())});
   }
-  const auto keep = choose_draft_lengths(batch, k_choices(), costs_);
-  // As in plan(): a request that stopped drafting probes now and then, or its
-  // estimate could never recover.
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    const bool probe = keep[i] == 0 && seqs[i]->rounds_since_draft >= kProbeEvery;
-    if (!probe) drafts_[i].tokens.resize(keep[i]);
-  }
+  auto keep = choose_draft_lengths(batch, k_choices(), costs_);
+  add_probes(seqs, batch, keep);
+  for (size_t i = 0; i < seqs.size(); ++i) drafts_[i].tokens.resize(keep[i]);
 }
 
 void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vector<int>& k) {

@@ -25,7 +25,17 @@
 namespace tandem {
 
 constexpr int kMaxDraft = 32;   // the longest draft a round may verify
-constexpr int kProbeEvery = 16;  // rounds after which a request that stopped drafting tries again
+// A request that stopped drafting tries one drafted token after kProbeEvery
+// rounds; each probe after which drafting still does not pay doubles the wait,
+// up to kProbeEvery << kMaxProbeBackoff rounds. Probes cost something (a draft
+// model must first catch up on the tokens it missed), so text that stays
+// unpredictable is probed ever more rarely.
+constexpr int kProbeEvery = 16;
+constexpr int kMaxProbeBackoff = 4;
+// Probes are sent only where drafting would pay at this acceptance: when it is
+// the cost of drafting (a slow draft, a big batch) and not the acceptance that
+// stops a request, a probe could not change the decision.
+constexpr double kProbeAlpha = 0.9;
 
 struct SpecOptions {
   int k = 5;              // draft length; with adaptive, the most it may choose
@@ -47,7 +57,8 @@ class SpeculativeRunner {
   void prefill(const std::vector<std::pair<Sequence*, int>>& chunks);
   // Draft lengths for this round (0: a plain decode step): fixed K, or the
   // batch-wide choice of spec/adaptive_k.h, always within each sequence's cap.
-  std::vector<int> plan(const std::vector<Sequence*>& seqs) const;
+  // Counts the probes of requests that stopped drafting.
+  std::vector<int> plan(const std::vector<Sequence*>& seqs);
   // One decode round for every sequence (each fully prefilled), drafting up to
   // k[i] tokens for seqs[i] (the engine may lower plan()'s lengths when KV blocks
   // run short).
@@ -67,6 +78,10 @@ class SpeculativeRunner {
   std::vector<int> k_choices() const;
   // Free proposals (n-gram): keep of each draft only the part worth verifying.
   void trim_free_drafts(const std::vector<Sequence*>& seqs);
+  // After the planner chose k for `batch`: a request that stopped drafting gets
+  // a one-token probe now and then (see kProbeEvery).
+  void add_probes(const std::vector<Sequence*>& seqs, const std::vector<DraftCandidate>& batch,
+                  std::vector<int>& k);
   // Sample the sequence's next token from one row of logits (prefill's last row).
   int sample_next(Sequence& seq, float* logits);
 

@@ -28,9 +28,18 @@ std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int
 }
 
 std::vector<NgramDrafter::Evidence>& NgramDrafter::evidence(const Sequence& seq) {
-  auto& e = evidence_[seq.id()];
-  if (e.empty()) e.resize(max_n_ + 1);
-  return e;
+  auto [it, fresh] = evidence_.try_emplace(seq.id());
+  if (fresh) {
+    constexpr double kPriorTrials = 4;
+    it->second = shared_;
+    for (Evidence& e : it->second) {
+      if (e.judged <= kPriorTrials) continue;
+      const double scale = kPriorTrials / e.judged;
+      e.accepted *= scale;
+      e.judged *= scale;
+    }
+  }
+  return it->second;
 }
 
 double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
@@ -54,10 +63,11 @@ void NgramDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
   if (draft.tokens.empty() || draft.tag <= 0 || draft.tag > max_n_) return;
   // Each verified token until the first rejection is one trial (as in
   // AcceptanceEstimate); older evidence fades.
-  Evidence& e = evidence(seq)[draft.tag];
   const bool rejected = accepted < static_cast<int>(draft.tokens.size());
-  e.accepted = 0.98 * e.accepted + accepted;
-  e.judged = 0.98 * e.judged + accepted + (rejected ? 1 : 0);
+  for (Evidence* e : {&evidence(seq)[draft.tag], &shared_[draft.tag]}) {
+    e->accepted = 0.98 * e->accepted + accepted;
+    e->judged = 0.98 * e->judged + accepted + (rejected ? 1 : 0);
+  }
 }
 
 void NgramDrafter::release(const Sequence& seq) { evidence_.erase(seq.id()); }

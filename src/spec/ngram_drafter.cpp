@@ -29,16 +29,7 @@ std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int
 
 std::vector<NgramDrafter::Evidence>& NgramDrafter::evidence(const Sequence& seq) {
   auto [it, fresh] = evidence_.try_emplace(seq.id());
-  if (fresh) {
-    constexpr double kPriorTrials = 4;
-    it->second = shared_;
-    for (Evidence& e : it->second) {
-      if (e.judged <= kPriorTrials) continue;
-      const double scale = kPriorTrials / e.judged;
-      e.accepted *= scale;
-      e.judged *= scale;
-    }
-  }
+  if (fresh) it->second.resize(max_n_ + 1);
   return it->second;
 }
 
@@ -64,10 +55,9 @@ void NgramDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
   // Each verified token until the first rejection is one trial (as in
   // AcceptanceEstimate); older evidence fades.
   const bool rejected = accepted < static_cast<int>(draft.tokens.size());
-  for (Evidence* e : {&evidence(seq)[draft.tag], &shared_[draft.tag]}) {
-    e->accepted = 0.98 * e->accepted + accepted;
-    e->judged = 0.98 * e->judged + accepted + (rejected ? 1 : 0);
-  }
+  Evidence& e = evidence(seq)[draft.tag];
+  e.accepted = 0.98 * e.accepted + accepted;
+  e.judged = 0.98 * e.judged + accepted + (rejected ? 1 : 0);
 }
 
 void NgramDrafter::release(const Sequence& seq) { evidence_.erase(seq.id()); }

@@ -13,7 +13,7 @@ class NgramDrafter final : public Drafter {
  public:
   // Matches of max_n down to min_n tokens are tried.
   explicit NgramDrafter(int max_n = 4, int min_n = 1)
-      : max_n_(max_n), min_n_(min_n), shared_(max_n + 1) {}
+      : max_n_(max_n), min_n_(min_n) {}
   std::string name() const override { return "ngram"; }
   double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
                  std::vector<Draft>& out) override;
@@ -33,13 +33,11 @@ class NgramDrafter final : public Drafter {
   // a 4-token match in copied text is far more reliable than a 1-token one.
   // Kept per request: how predictable text is depends on the request (a copy
   // task against free prose), so one request's misses must not silence another.
-  // A new request starts from all requests' evidence, worth a few trials only.
   struct Evidence {
     double accepted = 0, judged = 0;
   };
   std::vector<Evidence>& evidence(const Sequence& seq);  // index: match length
   std::unordered_map<int, std::vector<Evidence>> evidence_;  // by sequence id
-  std::vector<Evidence> shared_;                             // every request's
 };
 
 }  // namespace tandem

@@ -7,6 +7,7 @@ non-streaming) having their requests cancelled and KV blocks freed, and
 SIGTERM/SIGINT draining in-flight requests and exiting 0.
 
 The helpers (ServerProcess, metrics parsing) are imported by test_server_load.py."""
+import contextlib
 import http.client
 import json
 import os
@@ -506,15 +507,36 @@ def test_speculative(srv, plain_outputs):
           and 0 < m["tandem_spec_acceptance_rate"] <= 1, "speculation counters in /metrics")
 
 
+@contextlib.contextmanager
+def serving(srv, label):
+    """The server for a block of checks: killed if still running afterwards, its log
+    printed when any check has failed."""
+    try:
+        yield srv
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+        if failures:
+            print(f"---- server log ({label}) ----\n" + srv.log_text()[-4000:])
+
+
+def finish(t_start, success):
+    """Print the time taken and the verdict; exit 1 on any failed check."""
+    print(f"{time.time() - t_start:.1f} s")
+    if failures:
+        print(f"{len(failures)} failure(s): {failures}")
+        sys.exit(1)
+    print(success)
+
+
 SPEC_PROMPTS = ["def fibonacci(n):\n", "The quick brown fox jumps over the lazy dog. The quick"]
 
 
 def main():
     t_start = time.time()
     max_batch, max_queue = 3, 2
-    srv = ServerProcess("--max-batch", max_batch, "--max-queue", max_queue, "--ctx", 256,
-                        "--max-body", 100_000, "--kv-cache-tokens", 2048)
-    try:
+    with serving(ServerProcess("--max-batch", max_batch, "--max-queue", max_queue, "--ctx", 256,
+                               "--max-body", 100_000, "--kv-cache-tokens", 2048), "plain") as srv:
         greedy_completion, greedy_chat = test_basics(srv)
         test_streaming(srv, greedy_completion, greedy_chat)
         test_errors(srv)
@@ -524,26 +546,11 @@ def main():
                                                   temperature=0).choices[0].text
                  for p in SPEC_PROMPTS}
         test_graceful_stop(srv, signal.SIGTERM)
-    finally:
-        if srv.proc.poll() is None:
-            srv.proc.kill()
-        if failures:
-            print("---- server log (plain) ----\n" + srv.log_text()[-4000:])
 
-    srv = ServerProcess("--draft", "ngram", "-k", 4, "--max-batch", 4)
-    try:
+    with serving(ServerProcess("--draft", "ngram", "-k", 4, "--max-batch", 4), "ngram") as srv:
         test_speculative(srv, plain)
         test_graceful_stop(srv, signal.SIGINT)
-    finally:
-        if srv.proc.poll() is None:
-            srv.proc.kill()
-        if failures:
-            print("---- server log (ngram) ----\n" + srv.log_text()[-4000:])
-    print(f"{time.time() - t_start:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s): {failures}")
-        sys.exit(1)
-    print("all server checks passed")
+    finish(t_start, "all server checks passed")
 
 
 if __name__ == "__main__":

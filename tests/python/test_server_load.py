@@ -6,10 +6,10 @@ Every request must complete, and its greedy output must be identical to the same
 request run alone (a second, sequential pass against the same server). After
 the load, /metrics must show preemptions and no KV block in use."""
 import concurrent.futures
-import sys
 import time
 
-from test_server import MODEL_NAME, ServerProcess, blocks_used, check, failures, stream_text
+from test_server import (MODEL_NAME, ServerProcess, blocks_used, check, finish, serving,
+                         stream_text)
 
 N_REQUESTS = 32
 MAX_BATCH = 8
@@ -61,9 +61,9 @@ def run_one(srv, r):
 
 def main():
     t0 = time.time()
-    srv = ServerProcess("--draft", "ngram", "-k", 4, "--max-batch", MAX_BATCH, "--kv-cache-tokens",
-                        KV_TOKENS, "--ctx", 512, "--max-queue", 64, "-q")
-    try:
+    with serving(ServerProcess("--draft", "ngram", "-k", 4, "--max-batch", MAX_BATCH,
+                               "--kv-cache-tokens", KV_TOKENS, "--ctx", 512, "--max-queue", 64,
+                               "-q"), "load") as srv:
         reqs = make_requests()
         before = srv.metrics()
         with concurrent.futures.ThreadPoolExecutor(N_REQUESTS) as pool:
@@ -104,16 +104,7 @@ def main():
         check(blocks_used(m2) == 0, "no KV block in use at the end")
         code = srv.stop()
         check(code == 0, "server exits 0", code)
-    finally:
-        if srv.proc.poll() is None:
-            srv.proc.kill()
-        if failures:
-            print("---- server log ----\n" + srv.log_text()[-4000:])
-    print(f"{time.time() - t0:.1f} s")
-    if failures:
-        print(f"{len(failures)} failure(s): {failures}")
-        sys.exit(1)
-    print("load test passed")
+    finish(t0, "load test passed")
 
 
 if __name__ == "__main__":

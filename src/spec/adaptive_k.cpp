@@ -8,8 +8,6 @@
 namespace tandem {
 namespace {
 constexpr double kEma = 0.2;      // weight of a new cost measurement
-constexpr double kFade = 0.9;     // decay of old acceptance evidence per verified draft
-constexpr double kPriorAccepted = 2, kPriorJudged = 3;  // a prior of 2/3 worth 3 trials
 }  // namespace
 
 namespace {
@@ -46,12 +44,12 @@ double CostModel::estimate(const std::map<int, double>& points, int m) {
 }
 
 void AcceptanceEstimate::update(int accepted, bool rejected) {
-  accepted_ = kFade * accepted_ + accepted;
-  judged_ = kFade * judged_ + accepted + (rejected ? 1 : 0);
+  accepted_ = fade_ * accepted_ + accepted;
+  judged_ = fade_ * judged_ + accepted + (rejected ? 1 : 0);
 }
 
 double AcceptanceEstimate::alpha() const {
-  return (accepted_ + kPriorAccepted) / (judged_ + kPriorJudged);
+  return (accepted_ + prior_accepted_) / (judged_ + prior_judged_);
 }
 
 double expected_tokens(double alpha, int k) {

@@ -40,10 +40,16 @@ class CostModel {
 // without drafts leave it as it is.
 class AcceptanceEstimate {
  public:
+  // fade: the weight old evidence keeps per update; the prior counts as
+  // prior_accepted acceptances in prior_judged trials.
+  explicit AcceptanceEstimate(double fade = 0.9, double prior_accepted = 2,
+                              double prior_judged = 3)
+      : fade_(fade), prior_accepted_(prior_accepted), prior_judged_(prior_judged) {}
   void update(int accepted, bool rejected);
   double alpha() const;
 
  private:
+  double fade_, prior_accepted_, prior_judged_;
   double accepted_ = 0, judged_ = 0;
 };
 

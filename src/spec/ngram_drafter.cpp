@@ -27,9 +27,10 @@ std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int
   return {};
 }
 
-std::vector<NgramDrafter::Evidence>& NgramDrafter::evidence(const Sequence& seq) {
+std::vector<AcceptanceEstimate>& NgramDrafter::evidence(const Sequence& seq) {
+  // Slower fading than a request's overall estimate, and a prior of 1/2 worth 2 trials.
   auto [it, fresh] = evidence_.try_emplace(seq.id());
-  if (fresh) it->second.resize(max_n_ + 1);
+  if (fresh) it->second.assign(max_n_ + 1, AcceptanceEstimate(0.98, 1, 2));
   return it->second;
 }
 
@@ -42,9 +43,7 @@ double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
     int n = 0;
     out[i].tokens = lookup(seqs[i]->tokens(), k[i], max_n_, min_n_, &n);
     out[i].tag = n;
-    // Evidence fades so the estimate follows the text; a prior of 1/2 worth 2 trials.
-    const Evidence& e = evidence(*seqs[i])[n];
-    out[i].alpha = (e.accepted + 1.0) / (e.judged + 2.0);
+    out[i].alpha = evidence(*seqs[i])[n].alpha();
   }
   // The whole lookup is one "step": its cost does not grow with K.
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -52,12 +51,7 @@ double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
 
 void NgramDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
   if (draft.tokens.empty() || draft.tag <= 0 || draft.tag > max_n_) return;
-  // Each verified token until the first rejection is one trial (as in
-  // AcceptanceEstimate); older evidence fades.
-  const bool rejected = accepted < static_cast<int>(draft.tokens.size());
-  Evidence& e = evidence(seq)[draft.tag];
-  e.accepted = 0.98 * e.accepted + accepted;
-  e.judged = 0.98 * e.judged + accepted + (rejected ? 1 : 0);
+  evidence(seq)[draft.tag].update(accepted, accepted < static_cast<int>(draft.tokens.size()));
 }
 
 void NgramDrafter::release(const Sequence& seq) { evidence_.erase(seq.id()); }

@@ -5,6 +5,7 @@
 #pragma once
 #include <unordered_map>
 
+#include "spec/adaptive_k.h"
 #include "spec/drafter.h"
 
 namespace tandem {
@@ -33,11 +34,8 @@ class NgramDrafter final : public Drafter {
   // a 4-token match in copied text is far more reliable than a 1-token one.
   // Kept per request: how predictable text is depends on the request (a copy
   // task against free prose), so one request's misses must not silence another.
-  struct Evidence {
-    double accepted = 0, judged = 0;
-  };
-  std::vector<Evidence>& evidence(const Sequence& seq);  // index: match length
-  std::unordered_map<int, std::vector<Evidence>> evidence_;  // by sequence id
+  std::vector<AcceptanceEstimate>& evidence(const Sequence& seq);  // index: match length
+  std::unordered_map<int, std::vector<AcceptanceEstimate>> evidence_;  // by sequence id
 };
 
 }  // namespace tandem

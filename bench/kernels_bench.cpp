@@ -40,6 +40,7 @@ constexpr size_t kTargetBytes = size_t(96) << 20;
 // repeated (quantizing 96 MB would dominate the run; the speed is the same).
 struct BenchMatrix {
   std::vector<uint8_t> bytes;
+  AlignedVector<uint8_t> packed;  // kernels::pack_weights' copy, when there is one
   TensorView view;
 };
 
@@ -66,28 +67,38 @@ const BenchMatrix& matrix(DType t) {
   slot->view.shape = {kK, N};
   slot->view.data = slot->bytes.data();
   slot->view.nbytes = slot->bytes.size();
+  slot->packed = kernels::pack_weights(slot->view, pool());
   return *slot;
 }
 
-void BM_Matmul(benchmark::State& state, DType t) {
+// W itself, or W with its packed copy.
+TensorView layout(const BenchMatrix& W, bool packed) {
+  TensorView v = W.view;
+  v.packed = packed ? W.packed.data() : nullptr;
+  return v;
+}
+
+void BM_Matmul(benchmark::State& state, DType t, bool packed) {
   const int M = static_cast<int>(state.range(0));
   const auto& W = matrix(t);
+  const TensorView view = layout(W, packed);
   std::vector<float> x(M * kK), y(M * W.view.ne(1));
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
   for (auto _ : state) {
-    kernels::matmul(W.view, x.data(), M, y.data(), pool());
+    kernels::matmul(view, x.data(), M, y.data(), pool());
     benchmark::DoNotOptimize(y.data());
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * W.view.nbytes);
-  state.counters["GB/s"] = benchmark::Counter(
-      static_cast<double>(W.view.nbytes), benchmark::Counter::kIsIterationInvariantRate);
+  const size_t bytes = packed ? W.packed.size() : W.view.nbytes;
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes),
+                                              benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = pool().size();
   state.SetLabel(kernels::cpu::simd_target_name());
 }
 
-void BM_MatmulInCache(benchmark::State& state, DType t) {
+void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   const int M = static_cast<int>(state.range(0));
   constexpr int64_t K = 1536, N = 128;
   static ThreadPool one(1);
@@ -107,6 +118,8 @@ void BM_MatmulInCache(benchmark::State& state, DType t) {
   view.shape = {K, N};
   view.data = bytes.data();
   view.nbytes = bytes.size();
+  const AlignedVector<uint8_t> packed_copy = packed ? kernels::pack_weights(view, one) : AlignedVector<uint8_t>{};
+  view.packed = packed ? packed_copy.data() : nullptr;
   for (auto _ : state) {
     kernels::matmul(view, x.data(), M, y.data(), one);
     benchmark::DoNotOptimize(y.data());
@@ -156,21 +169,27 @@ void register_all() {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                   DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
                   DType::Q6_K}) {
-    benchmark::RegisterBenchmark(("Matmul/" + std::string(dtype_name(t))).c_str(),
-                                 [t](benchmark::State& s) { BM_Matmul(s, t); })
-        ->ArgName("M")
-        ->Arg(1)
-        ->Arg(6)
-        ->Arg(16)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark(("MatmulInCache/" + std::string(dtype_name(t))).c_str(),
-                                 [t](benchmark::State& s) { BM_MatmulInCache(s, t); })
-        ->ArgName("M")
-        ->Arg(1)
-        ->Arg(6)
-        ->Arg(16)
-        ->Unit(benchmark::kMicrosecond);
+    // The file layout, and the packed one where this machine's kernel has it.
+    for (bool packed : {false, true}) {
+      if (packed && matrix(t).packed.empty()) continue;
+      const std::string name = std::string(dtype_name(t)) + (packed ? "/packed" : "");
+      benchmark::RegisterBenchmark(("Matmul/" + name).c_str(),
+                                   [t, packed](benchmark::State& s) { BM_Matmul(s, t, packed); })
+          ->ArgName("M")
+          ->Arg(1)
+          ->Arg(6)
+          ->Arg(16)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(
+          ("MatmulInCache/" + name).c_str(),
+          [t, packed](benchmark::State& s) { BM_MatmulInCache(s, t, packed); })
+          ->ArgName("M")
+          ->Arg(1)
+          ->Arg(6)
+          ->Arg(16)
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   benchmark::RegisterBenchmark("Attention", BM_Attention)
       ->ArgNames({"ctx", "n_q"})

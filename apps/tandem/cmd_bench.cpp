@@ -113,6 +113,9 @@ void run_decode_bench(const DecodeOptions& o) {
 
   fmt::print("model {} ({}), {} threads, SIMD {}, KV cache {}\n", o.model,
              model->format(), pool.size(), kernels::cpu::simd_target_name(), o.kv);
+  const auto& packing = model->packing();
+  fmt::print("packed at load: {} matrices, {:.1f} MB, {:.2f} s\n", packing.matrices,
+             packing.bytes / 1e6, packing.seconds);
   // Warm-up: page the weights in (they are used in place from the file's map).
   b.add_sequence(slot, ids.data(), 1, 0, false, true);
   tf.forward(b, cache, logits.data());
@@ -170,6 +173,8 @@ void run_decode_bench(const DecodeOptions& o) {
   j["threads"] = pool.size();
   j["simd"] = kernels::cpu::simd_target_name();
   j["kv_cache"] = o.kv;
+  j["packed_matrices"] = packing.matrices;
+  j["pack_seconds"] = packing.seconds;
   j["prompt_tokens"] = o.prompt_tokens;
   j["gen_tokens"] = o.gen_tokens;
   j["prefill_tok_per_s"] = prefill_tps;

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "io/gguf_reader.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -53,6 +54,12 @@ void add_info_command(CLI::App& app) {
     std::string type_list;
     for (const auto& [name, n] : types) type_list += fmt::format("{} {}  ", name, n);
     fmt::print("tensor types:   {}\n", type_list);
+    const auto& pk = m->packing();
+    if (pk.matrices > 0)
+      fmt::print("packed:         {} matrices, {:.1f} MiB in the {} kernel's layout, {:.2f} s\n",
+                 pk.matrices, pk.bytes / 1048576.0, kernels::cpu::simd_target_name(), pk.seconds);
+    else
+      fmt::print("packed:         none (the kernels read the file's layout)\n");
     if (const Tokenizer* tok = m->tokenizer()) {
       fmt::print("tokenizer:      {} (pre-tokenizer {}), {} tokens, bos {}, eos {}\n", tok->kind(),
                  tok->pre(), tok->vocab_size(), tok->bos_id(), tok->eos_id());

@@ -17,6 +17,9 @@ struct TensorView {
   std::vector<int64_t> shape;  // GGML order, shape[0] innermost
   const uint8_t* data = nullptr;
   size_t nbytes = 0;
+  // The same matrix in the layout this machine's matmul prefers, when the model
+  // made one at load (kernels::pack_weights); null otherwise. `data` stays valid.
+  const uint8_t* packed = nullptr;
 
   int64_t ne(size_t i) const { return i < shape.size() ? shape[i] : 1; }
   int64_t numel() const {

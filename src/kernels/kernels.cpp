@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/packed_layout.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace tandem::kernels {
@@ -37,6 +38,27 @@ void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
   }
   cpu::matmul_multi(Ws, count, x, M, ys, pool);
 }
+AlignedVector<uint8_t> pack_weights(const TensorView& W, ThreadPool& pool) {
+  static const bool disabled = [] {
+    const char* v = std::getenv("TANDEM_PACK");
+    return v != nullptr && std::strcmp(v, "0") == 0;
+  }();
+  if (disabled || use_ref()) return {};
+  return cpu::pack_matrix(W, pool);
+}
+
+TensorView row_range(const TensorView& W, int64_t begin, int64_t end) {
+  TensorView part = W;
+  part.shape[1] = end - begin;
+  part.data = W.row(begin);
+  part.nbytes = part.row_bytes() * static_cast<size_t>(end - begin);
+  const bool whole_panels = begin % cpu::kPanelRows == 0 && end % cpu::kPanelRows == 0;
+  part.packed = W.packed && whole_panels
+                    ? cpu::packed_panel(W.packed, W.type, W.ne(0), begin / cpu::kPanelRows)
+                    : nullptr;
+  return part;
+}
+
 void get_row(const TensorView& W, int64_t r, float* out) { ref::get_row(W, r, out); }
 void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
   if (use_ref()) return ref::rmsnorm(x, w, n, eps, out);

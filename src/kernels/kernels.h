@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/aligned.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -24,6 +25,16 @@ void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& po
 // every result is bit-identical to a separate matmul call.
 void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
                   float* const* ys, ThreadPool& pool);
+
+// A copy of matrix W in the layout this machine's fastest matmul reads (Q4_K and
+// Q6_K with AVX-512 VNNI: 16 rows interleaved), made once at load; empty when
+// there is none for W's type, shape or this CPU, or when TANDEM_PACK=0. Point
+// W.packed at its data for matmul to use it.
+AlignedVector<uint8_t> pack_weights(const TensorView& W, ThreadPool& pool);
+
+// Rows [begin, end) of matrix W as a view (with its packed copy where the range
+// allows).
+TensorView row_range(const TensorView& W, int64_t begin, int64_t end);
 
 // Row r of a (possibly quantized) matrix as floats (embedding lookup).
 void get_row(const TensorView& W, int64_t r, float* out);

@@ -1,10 +1,12 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "core/error.h"
 #include "io/gguf_reader.h"
+#include "kernels/kernels.h"
 #include "model/hf_loader.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,6 +42,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     if (gguf->has("tokenizer.ggml.model")) m->tokenizer_ = Tokenizer::from_gguf(*gguf);
   }
   m->weights_ = bind_weights(m->config_, m->tensors_);
+  m->pack_matrices();
   if (m->tokenizer_) {
     check(m->tokenizer_->vocab_size() <= m->config_.vocab_size,
           "{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
@@ -49,6 +52,25 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   std::sort(m->stop_ids_.begin(), m->stop_ids_.end());
   m->stop_ids_.erase(std::unique(m->stop_ids_.begin(), m->stop_ids_.end()), m->stop_ids_.end());
   return m;
+}
+
+void Model::pack_matrices() {
+  const auto start = std::chrono::steady_clock::now();
+  ThreadPool pool(0);
+  auto pack = [&](TensorView& W) {
+    AlignedVector<uint8_t> copy = kernels::pack_weights(W, pool);
+    if (copy.empty()) return;
+    W.packed = copy.data();
+    packing_.bytes += copy.size();
+    packing_.file_bytes += W.nbytes;
+    ++packing_.matrices;
+    packed_.push_back(std::move(copy));  // moving a vector keeps its buffer
+  };
+  for (auto& L : weights_.layers)
+    for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*t);
+  pack(weights_.output);
+  packing_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 const Tokenizer& Model::require_tokenizer() const {
@@ -66,7 +88,7 @@ size_t Model::weight_bytes_per_token() const {
     for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
                                 &L.ffn_norm, &L.w_gate, &L.w_up, &L.w_down})
       n += t->nbytes;
-  return n;
+  return n - packing_.file_bytes + packing_.bytes;  // the packed copies are what is read
 }
 
 }  // namespace tandem

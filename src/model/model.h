@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned.h"
 #include "model/config.h"
 #include "model/tensor_set.h"
 #include "model/weights.h"
@@ -33,11 +34,21 @@ class Model {
   // any eos ids from generation_config.json.
   const std::vector<int>& stop_ids() const { return stop_ids_; }
   bool is_stop(int id) const;
+  // The matrices copied at load into the matmul's preferred layout (see
+  // kernels::pack_weights), their bytes and the time it took.
+  struct Packing {
+    int matrices = 0;
+    size_t bytes = 0;       // of the packed copies
+    size_t file_bytes = 0;  // of the same matrices in the file
+    double seconds = 0;
+  };
+  const Packing& packing() const { return packing_; }
   // Bytes of weights read for one token (every matrix once; the embedding row is negligible).
   size_t weight_bytes_per_token() const;
 
  private:
   Model() = default;
+  void pack_matrices();
   std::string path_, format_;
   ModelConfig config_;
   TensorSet tensors_;
@@ -45,6 +56,8 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string chat_template_;
   std::vector<int> stop_ids_;
+  std::vector<AlignedVector<uint8_t>> packed_;  // owns what weights_' packed point at
+  Packing packing_;
 };
 
 }  // namespace tandem

@@ -163,10 +163,7 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
   const int V = vocab_size();
   std::fill(logits, logits + size_t(m) * V, -std::numeric_limits<float>::infinity());
   for (auto [begin, end] : output_ranges_) {
-    TensorView part = W.output;  // rows [begin, end) of the output matrix
-    part.shape[1] = end - begin;
-    part.data = W.output.row(begin);
-    part.nbytes = part.row_bytes() * static_cast<size_t>(end - begin);
+    const TensorView part = kernels::row_range(W.output, begin, end);
     range_logits_.resize(size_t(m) * (end - begin));
     kernels::matmul(part, xn_.data(), m, range_logits_.data(), pool_);
     for (int j = 0; j < m; ++j)

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/packed_layout.h"
 #include "kernels/kernels.h"
 #include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
@@ -312,6 +313,77 @@ TEST(QuantizedActivations, ChunkLayoutScalesSumsAndPadding) {
     }
   }
 }
+
+// Q4_K and Q6_K in the packed 16-row layout (packed_layout.h), where this machine's
+// kernel reads it: the same checks as the file layout (reference bound, tight
+// match, batch invariance bit for bit), plus row ranges and the shapes that stay
+// unpacked.
+class PackedMatmul : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
+  if (!kernels::cpu::packed_kernel_available()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  const DType t = GetParam();
+  const int64_t K = 768, N = 48;  // three panels of three super-blocks
+  const int M = 20;               // tiles of 8, 8 and 4 rows
+  auto W = random_matrix(t, K, N, 17);
+  ThreadPool pool2(2), pool1(1);
+  const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, pool2);
+  ASSERT_EQ(packed.size(), size_t(N / 16) * (K / 256) * kernels::cpu::packed_record_bytes(t));
+  TensorView view = W.view;
+  view.packed = packed.data();
+  auto x = random_rows(M, K, 19);
+  std::vector<float> all(M * N), ref(M * N), y(M * N);
+  kernels::matmul(view, x.data(), M, all.data(), pool2);
+  kernels::ref::matmul(W.view, x.data(), M, ref.data(), pool2);
+  for (int m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_NEAR(all[m * N + n], ref[m * N + n], tolerance(t, &W.deq[n * K], &x[m * K], K))
+          << dtype_name(t) << " row " << m << " column " << n;
+  expect_tight_match(W, t, x, M, K, all, "packed");
+
+  auto expect_rows = [&](const float* got, int first, int count, const std::string& what) {
+    for (int m = 0; m < count; ++m)
+      ASSERT_EQ(0, std::memcmp(got + m * N, &all[(first + m) * N], N * sizeof(float)))
+          << dtype_name(t) << ": row " << first + m << " differs when computed " << what;
+  };
+  for (int count = 1; count <= 17; ++count) {
+    kernels::matmul(view, &x[(M - count) * K], count, y.data(), pool1);
+    expect_rows(y.data(), M - count, count, "in a call of " + std::to_string(count) + " rows");
+  }
+  kernels::matmul(view, &x[3 * K], 6, y.data(), pool2);
+  expect_rows(y.data(), 3, 6, "in a group of 6 on two threads");
+
+  // Rows [16, 48) as a range keep the packed form; [8, 40) cannot and read the file.
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{16, 48}, {8, 40}}) {
+    const TensorView part = kernels::row_range(view, begin, end);
+    EXPECT_EQ(part.packed != nullptr, begin % 16 == 0) << begin;
+    const int64_t n_part = end - begin;
+    std::vector<float> got(2 * n_part);
+    kernels::matmul(part, x.data(), 2, got.data(), pool1);
+    for (int m = 0; m < 2; ++m)
+      for (int64_t n = 0; n < n_part; ++n) {
+        const float want = all[m * N + begin + n];
+        if (part.packed)
+          ASSERT_EQ(got[m * n_part + n], want) << "range [" << begin << ", " << end << ")";
+        else
+          ASSERT_NEAR(got[m * n_part + n], want,
+                      tolerance(t, &W.deq[(begin + n) * K], &x[m * K], K));
+      }
+  }
+}
+
+TEST(PackedMatmulShapes, OnlyWholePanelsOfPackableTypes) {
+  ThreadPool pool(1);
+  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q4_K, 256, 40, 1).view, pool).empty())
+      << "40 rows are not whole panels of 16";
+  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q5_K, 256, 32, 1).view, pool).empty())
+      << "Q5_K has no packed layout";
+  EXPECT_EQ(kernels::pack_weights(random_matrix(DType::Q6_K, 256, 32, 1).view, pool).empty(),
+            !kernels::cpu::packed_kernel_available());
+}
+
+INSTANTIATE_TEST_SUITE_P(PackedTypes, PackedMatmul, ::testing::Values(DType::Q4_K, DType::Q6_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Every Highway target this build compiled and this machine supports, not just
 // the one the dispatcher picks: AVX3_DL runs the register kernels, AVX3, AVX2 and

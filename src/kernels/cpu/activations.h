@@ -26,27 +26,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <new>
 #include <vector>
 
-namespace tandem::kernels::cpu {
+#include "core/aligned.h"
 
-// Cache-line aligned storage: with Kp a multiple of 256, every 64-byte vector of
-// a row then lies in one cache line (a load that straddles two costs double).
-template <typename T>
-struct CacheLineAllocator {
-  using value_type = T;
-  static constexpr std::align_val_t kAlign{64};
-  CacheLineAllocator() = default;
-  template <typename U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
-  template <typename U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
-};
-template <typename T>
-using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
+namespace tandem::kernels::cpu {
 
 constexpr int kChunk = 256;        // elements per layout chunk
 constexpr int kGroup = 16;         // elements per group (one 32-bit lane of results)
@@ -64,6 +48,14 @@ struct QActs {
   const int8_t* row_q(int m) const { return q.data() + m * Kp; }
   const float* row_gsum(int m) const { return gsum.data() + m * (Kp / kGroup); }
   const float* row_gd(int m) const { return gd.data() + m * (Kp / kGroup); }
+
+  // Derived sums for the packed K-quant kernels (block 256 only), see
+  // packed_layout.h: per 32 elements the sum of the codes, and per group -32
+  // times its sum (Q6_K's offset of 32, as the integer a dot product starts from).
+  AlignedVector<float> sum32;        // M x Kp / 32
+  AlignedVector<int32_t> q6_offset;  // M x Kp / 16
+  const float* row_sum32(int m) const { return sum32.data() + m * (Kp / 32); }
+  const int32_t* row_q6_offset(int m) const { return q6_offset.data() + m * (Kp / kGroup); }
 };
 
 // Quantize M rows of K floats with one scale per `block` elements (32 or 256; K

@@ -19,6 +19,7 @@ namespace tandem::kernels::cpu {
 struct MatmulChunk {
   DType type;
   const uint8_t* w;  // row n starts at w + n * row_bytes
+  const uint8_t* packed = nullptr;  // the same rows in the packed layout, or null
   size_t row_bytes;
   int64_t K;
   int64_t n0, n1;
@@ -36,6 +37,8 @@ ActKind act_kind(DType t);
 void matmul_chunk_float(const MatmulChunk& c);   // F32, F16, BF16
 void matmul_chunk_legacy(const MatmulChunk& c);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 void matmul_chunk_kquant(const MatmulChunk& c);  // Q2_K .. Q6_K
+// Q4_K, Q6_K in the packed layout (packed_layout.h; n0, n1 multiples of 16).
+void matmul_chunk_packed(const MatmulChunk& c);
 // Portable fallback for targets without usable SIMD (Highway's scalar target):
 // dequantize each weight row and take float dot products with the float x.
 void matmul_chunk_dequant(const MatmulChunk& c);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/matmul_chunk.h"
+#include "kernels/cpu/packed_layout.h"
 #include "kernels/quants.h"
 
 namespace tandem::kernels::cpu {
@@ -68,7 +69,12 @@ void run_chunk(MatmulChunk c, ActKind kind, int M) {
   switch (kind) {
     case ActKind::Float: matmul_chunk_float(c); break;
     case ActKind::Q8: matmul_chunk_legacy(c); break;
-    case ActKind::Q8K: matmul_chunk_kquant(c); break;
+    case ActKind::Q8K:
+      if (c.packed)
+        matmul_chunk_packed(c);
+      else
+        matmul_chunk_kquant(c);
+      break;
   }
 }
 
@@ -102,6 +108,9 @@ void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
     MatmulChunk c{};
     c.type = W.type;
     c.w = W.data;
+    // A packed copy is used when this machine's kernel reads it (packing makes
+    // one only then; tests may force another instruction set).
+    if (W.packed && packed_kernel_available()) c.packed = W.packed;
     c.row_bytes = W.row_bytes();
     c.K = K;
     c.x = x;

@@ -1,0 +1,256 @@
+// Matmul of Q4_K and Q6_K weights in the packed 16-row layout (packed_layout.h)
+// against activations with one scale per 256 elements, AVX-512 VNNI only (other
+// targets read the file layout: matmul_kquant.cpp).
+//
+// A panel of 16 weight rows meets up to kMaxTile activation rows at a time. Its
+// codes are unpacked once per record into registers and applied to every
+// activation row of the tile: per step of 4 elements one vpdpbusd per activation
+// row, with the row's 4 activation bytes as a broadcast operand, and lane r
+// holding weight row r's sum. A scale group (Q4_K: 32 elements, Q6_K: 16) is one
+// integer chain; its float scale, and Q4_K's min, are applied once per group.
+// Every activation row runs the same instructions whatever the tile, so results
+// do not depend on which rows share a call (batch invariance).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_kquant.cpp
+#include "kernels/cpu/hwy_targets.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul_packed.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/matmul_chunk.h"
+#include "kernels/cpu/packed_layout.h"
+
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL  // see hwy_targets.h
+#pragma GCC target("avx512vnni")
+#endif
+namespace tandem::kernels::cpu::HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX3_DL
+constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 32 registers
+
+// How far ahead (bytes) the weights are prefetched into L2: the panels of a
+// chunk are one contiguous stream. TANDEM_PREFETCH_PACKED overrides (0: off).
+HWY_INLINE int64_t PrefetchBytes() {
+  static const int64_t bytes = [] {
+    const char* v = std::getenv("TANDEM_PREFETCH_PACKED");
+    return v ? std::atoll(v) : int64_t{4096};
+  }();
+  return bytes;
+}
+
+HWY_INLINE void PrefetchRecord(const uint8_t* rec, size_t bytes, int64_t ahead) {
+  for (size_t off = 0; off < bytes; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(rec + ahead + off), _MM_HINT_T1);
+}
+
+// Four activation bytes (one step) of activation row r, as a broadcast operand.
+HWY_INLINE __m512i Step(const int8_t* q, int offset) {
+  int32_t v;
+  std::memcpy(&v, q + offset, 4);
+  return _mm512_set1_epi32(v);
+}
+
+HWY_INLINE __m512 HalvesToFloats(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// The activation rows of a tile: codes, scales and derived sums.
+template <int R>
+struct TileActs {
+  const int8_t* q[R];
+  const float* gd[R];
+  const float* sum32[R];
+  const int32_t* q6_offset[R];
+  TileActs(const QActs& x, int m0) {
+    for (int r = 0; r < R; ++r) {
+      q[r] = x.row_q(m0 + r);
+      gd[r] = x.row_gd(m0 + r);
+      sum32[r] = x.row_sum32(m0 + r);
+      q6_offset[r] = x.row_q6_offset(m0 + r);
+    }
+  }
+};
+
+// Q4_K: one panel, super-blocks [0, nsb), activation rows m0..m0+R-1. In the
+// activations' chunk layout (activations.h) elements 4t..4t+3 sit at byte
+// 64 (t % 4) + 4 (t / 4): step i of sub-block s is at 64i + 8s, of its upper
+// half at 64i + 8s + 4.
+template <int R>
+HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
+                           int64_t prefetch, float* y, int64_t ldy) {
+  // Short tiles take two chains per row (lower and upper half of a sub-block), so
+  // that the dot-product latency is hidden; integer sums, so the split cannot
+  // change a result.
+  constexpr bool kSplit = R < 4;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* rec = panel + sb * kQ4KRecordBytes;
+    if (prefetch > 0) PrefetchRecord(rec, kQ4KRecordBytes, prefetch);
+    const __m512 d = HalvesToFloats(rec + 2304), dmin = HalvesToFloats(rec + 2336);
+    __m512 f[R];
+    for (int r = 0; r < R; ++r) f[r] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* sc = rec + 2048 + 32 * s;
+      const __m512 a = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)))), d);
+      const __m512 b = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16)))),
+          dmin);
+      __m512i lo_sum[R], hi_sum[R];
+      for (int r = 0; r < R; ++r) {
+        lo_sum[r] = _mm512_setzero_si512();
+        if constexpr (kSplit) hi_sum[r] = _mm512_setzero_si512();
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m512i v = _mm512_load_si512(rec + 64 * (4 * s + i));
+        const __m512i lo = _mm512_and_si512(v, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        const int off = 64 * i + 8 * s;
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int64_t base = sb * 256;
+          lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], lo, Step(x.q[r] + base, off));
+          if constexpr (kSplit)
+            hi_sum[r] = _mm512_dpbusd_epi32(hi_sum[r], hi, Step(x.q[r] + base, off + 4));
+          else
+            lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], hi, Step(x.q[r] + base, off + 4));
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i sum = kSplit ? _mm512_add_epi32(lo_sum[r], hi_sum[r]) : lo_sum[r];
+        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), a, f[r]);
+        f[r] = _mm512_fnmadd_ps(b, _mm512_set1_ps(x.sum32[r][sb * 8 + s]), f[r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(f[r], _mm512_set1_ps(x.gd[r][sb * 16]), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
+}
+
+// Q6_K: as PanelQ4K; group g's step i is at 64i + 4g, and its chain starts from
+// -32 times the group's activation sum (the codes' offset of 32).
+template <int R>
+HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
+                           int64_t prefetch, float* y, int64_t ldy) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t sb = 0; sb < nsb; ++sb) {
+    const uint8_t* rec = panel + sb * kQ6KRecordBytes;
+    if (prefetch > 0) PrefetchRecord(rec, kQ6KRecordBytes, prefetch);
+    const __m512 d = HalvesToFloats(rec + 3328);
+    __m512 f[R];
+    for (int r = 0; r < R; ++r) f[r] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int h = 0; h < 8; ++h) {
+      const int g0 = 2 * h, g1 = 2 * h + 1;  // the pair's groups: low and high nibbles
+      auto scale = [&](int g) __attribute__((always_inline)) {
+        const __m128i s = _mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + 16 * g));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)), d);
+      };
+      const __m512 a0 = scale(g0), a1 = scale(g1);
+      __m512i s0[R], s1[R];
+      for (int r = 0; r < R; ++r) {
+        s0[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g0]);
+        s1[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g1]);
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        const __m512i v = _mm512_load_si512(rec + 64 * (4 * h + i));
+        const __m512i hv = _mm512_load_si512(rec + 2048 + 64 * (4 * (h / 2) + i));
+        // Bits 2j..2j+1 of hv to bits 4..5, j = g % 4 (even h: j = 0, 1; odd: 2, 3).
+        const __m512i h0 = h % 2 == 0 ? _mm512_slli_epi16(hv, 4) : hv;
+        const __m512i h1 = h % 2 == 0 ? _mm512_slli_epi16(hv, 2) : _mm512_srli_epi16(hv, 2);
+        // (h & 0x30) | low nibble
+        const __m512i c0 = _mm512_ternarylogic_epi32(h0, bits45, _mm512_and_si512(v, low4), 0xEA);
+        const __m512i c1 = _mm512_ternarylogic_epi32(
+            h1, bits45, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), 0xEA);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int8_t* q = x.q[r] + sb * 256;
+          s0[r] = _mm512_dpbusd_epi32(s0[r], c0, Step(q, 64 * i + 4 * g0));
+          s1[r] = _mm512_dpbusd_epi32(s1[r], c1, Step(q, 64 * i + 4 * g1));
+        }
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[r]), a0, f[r]);
+        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[r]), a1, f[r]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(f[r], _mm512_set1_ps(x.gd[r][sb * 16]), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
+}
+
+template <int R>
+HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t nsb, const QActs& x, int m0,
+                          int64_t prefetch, float* y, int64_t ldy) {
+  const TileActs<R> acts(x, m0);
+  if (type == DType::Q4_K)
+    PanelQ4K<R>(panel, nsb, acts, prefetch, y, ldy);
+  else
+    PanelQ6K<R>(panel, nsb, acts, prefetch, y, ldy);
+}
+
+// Panels of columns [n0, n1); every tile of activation rows takes a panel in turn
+// while it is in L1/L2 (the first tile prefetches the stream ahead).
+void PackedChunk(const MatmulChunk& c) {
+  const int64_t nsb = c.K / 256;
+  const int64_t prefetch = PrefetchBytes();
+  for (int64_t n = c.n0; n < c.n1; n += kPanelRows) {
+    const uint8_t* panel = packed_panel(c.packed, c.type, c.K, n / kPanelRows);
+    for (int m = c.m0; m < c.m1; m += kMaxTile) {
+      const int rows = std::min(kMaxTile, c.m1 - m);
+      const int64_t ahead = m == c.m0 ? prefetch : 0;
+      float* y = c.y + m * c.ldy + n;
+      switch (rows) {
+        case 1: PanelTile<1>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        case 2: PanelTile<2>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        case 3: PanelTile<3>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        case 4: PanelTile<4>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        case 5: PanelTile<5>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        case 6: PanelTile<6>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        case 7: PanelTile<7>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        default: PanelTile<8>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+      }
+    }
+  }
+}
+
+bool PackedAvailable() { return true; }
+#else
+void PackedChunk(const MatmulChunk& c) { matmul_chunk_kquant(c); }  // never sent here
+bool PackedAvailable() { return false; }
+#endif  // HWY_TARGET == HWY_AVX3_DL
+
+}  // namespace tandem::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace tandem::kernels::cpu {
+HWY_EXPORT(PackedChunk);
+HWY_EXPORT(PackedAvailable);
+void matmul_chunk_packed(const MatmulChunk& c) { HWY_DYNAMIC_DISPATCH(PackedChunk)(c); }
+bool packed_kernel_available() { return HWY_DYNAMIC_DISPATCH(PackedAvailable)(); }
+}  // namespace tandem::kernels::cpu
+#endif

@@ -1,0 +1,110 @@
+// Repacking Q4_K and Q6_K rows into the 16-row panels of packed_layout.h. Runs
+// once per matrix at load, so it favours plain code over speed (about 1 GB/s).
+#include <cstddef>
+#include <cstring>
+
+#include "kernels/cpu/packed_layout.h"
+#include "kernels/quant_blocks.h"
+
+namespace tandem::kernels::cpu {
+namespace {
+
+using namespace tandem::quant_detail;
+
+// Each record is written a dword at a time: the 4 bytes of weight row r for one
+// vector (steps of 4 elements) go to byte 4r of that vector.
+void put_dword(uint8_t* rec, int vector, int r, const uint8_t* bytes) {
+  std::memcpy(rec + 64 * vector + 4 * r, bytes, 4);
+}
+
+// Q4_K: sub-block s is nibble s % 2 of qs[32 (s / 2) + j], j = 0..31.
+void pack_q4k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t* rec) {
+  uint8_t* scales = rec + 2048;
+  uint16_t* d = reinterpret_cast<uint16_t*>(rec + 2304);
+  for (int r = 0; r < kPanelRows; ++r) {
+    const uint8_t* blk = rows[r] + sb * sizeof(BlockQ4_K);
+    const uint8_t* qs = blk + offsetof(BlockQ4_K, qs);
+    for (int s = 0; s < 8; ++s) {
+      const uint8_t* q = qs + 32 * (s / 2);
+      uint8_t packed[16];
+      for (int j = 0; j < 16; ++j)
+        packed[j] = s % 2 == 0 ? static_cast<uint8_t>((q[j] & 0xF) | (q[j + 16] << 4))
+                               : static_cast<uint8_t>((q[j] >> 4) | (q[j + 16] & 0xF0));
+      for (int i = 0; i < 4; ++i) put_dword(rec, 4 * s + i, r, packed + 4 * i);
+      unpack_k4_scale_min(blk + offsetof(BlockQ4_K, scales), s, scales[32 * s + r],
+                          scales[32 * s + 16 + r]);
+    }
+    std::memcpy(&d[r], blk + offsetof(BlockQ4_K, d), 2);
+    std::memcpy(&d[16 + r], blk + offsetof(BlockQ4_K, dmin), 2);
+  }
+}
+
+// Q6_K: element 128n + 32k + l has its low 4 bits in nibble k / 2 of
+// ql[64n + 32 (k % 2) + l] and its high 2 bits at bits 2k of qh[32n + l].
+void pack_q6k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t* rec) {
+  int8_t* scales = reinterpret_cast<int8_t*>(rec + 3072);
+  uint16_t* d = reinterpret_cast<uint16_t*>(rec + 3328);
+  std::memset(rec + 3360, 0, kQ6KRecordBytes - 3360);
+  for (int r = 0; r < kPanelRows; ++r) {
+    const uint8_t* blk = rows[r] + sb * sizeof(BlockQ6_K);
+    const uint8_t* ql = blk + offsetof(BlockQ6_K, ql);
+    const uint8_t* qh = blk + offsetof(BlockQ6_K, qh);
+    for (int h = 0; h < 8; ++h) {  // elements 32h..32h+31: n = h / 4, k = h % 4
+      const uint8_t* q = ql + 64 * (h / 4) + 32 * (h % 2);
+      const int shift = 4 * ((h % 4) / 2);
+      uint8_t packed[16];
+      for (int j = 0; j < 16; ++j)
+        packed[j] = static_cast<uint8_t>(((q[j] >> shift) & 0xF) | ((q[j + 16] >> shift) & 0xF) << 4);
+      for (int i = 0; i < 4; ++i) put_dword(rec, 4 * h + i, r, packed + 4 * i);
+    }
+    // Quarter v (elements 64v..64v+63) is n = v / 2, k = 2 (v % 2) + j / 2 for its
+    // 16-element part j: qh[32n + 16 (j % 2) + e], e = 0..15, bits 2k.
+    for (int v = 0; v < 4; ++v) {
+      uint8_t packed[16] = {};
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* h = qh + 32 * (v / 2) + 16 * (j % 2);
+        const int k = 2 * (v % 2) + j / 2;
+        for (int e = 0; e < 16; ++e)
+          packed[e] = static_cast<uint8_t>(packed[e] | ((h[e] >> (2 * k)) & 3) << (2 * j));
+      }
+      for (int i = 0; i < 4; ++i) put_dword(rec + 2048, 4 * v + i, r, packed + 4 * i);
+    }
+    const auto* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+    for (int g = 0; g < 16; ++g) scales[16 * g + r] = sc[g];
+    std::memcpy(&d[r], blk + offsetof(BlockQ6_K, d), 2);
+  }
+}
+
+}  // namespace
+
+void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int64_t p0,
+                 int64_t p1, uint8_t* out) {
+  const size_t record = packed_record_bytes(type);
+  const int64_t nsb = K / 256;
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* rows[kPanelRows];
+    for (int r = 0; r < kPanelRows; ++r) rows[r] = w + (p * kPanelRows + r) * row_bytes;
+    for (int64_t sb = 0; sb < nsb; ++sb, out += record) {
+      if (type == DType::Q4_K)
+        pack_q4k_record(rows, sb, out);
+      else
+        pack_q6k_record(rows, sb, out);
+    }
+  }
+}
+
+AlignedVector<uint8_t> pack_matrix(const TensorView& W, ThreadPool& pool) {
+  const size_t record = packed_record_bytes(W.type);
+  const int64_t K = W.ne(0), N = W.ne(1);
+  if (record == 0 || W.shape.size() != 2 || N % kPanelRows != 0 || K % 256 != 0 ||
+      !packed_kernel_available())
+    return {};
+  const size_t panel_bytes = static_cast<size_t>(K / 256) * record;
+  AlignedVector<uint8_t> out(static_cast<size_t>(N / kPanelRows) * panel_bytes);
+  pool.parallel_for(N / kPanelRows, [&](int64_t p0, int64_t p1, int) {
+    pack_panels(W.type, W.data, W.row_bytes(), K, p0, p1, out.data() + p0 * panel_bytes);
+  });
+  return out;
+}
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,72 @@
+// The packed layout of the Q4_K and Q6_K weights: 16 rows interleaved, made once
+// at load (pack_weights.cpp) for the AVX-512 VNNI matmul (matmul_packed.cpp).
+//
+// Why. The file's layout keeps each weight row contiguous, so a vpdpbusd covers
+// 64 weights of one row and its 16 lanes are 16 different scale groups: every
+// activation row then pays float work per group (convert, scale, min) on top of
+// the integer dot product. Here the 16 lanes are 16 rows: a lane's sum covers one
+// group of one row, a whole scale group takes one integer chain, and the 4 bytes
+// of activations each step needs are one broadcast. An extra activation row
+// (speculative verification) costs the dot products and one float step per
+// 32 (Q4_K) or 16 (Q6_K) weights, about a third of the file layout's cost.
+//
+// Shape. Rows 16p..16p+15 form panel p; a panel is a run of records, one per
+// super-block (256 elements), and panels follow each other. Record of super-block
+// sb of panel p, rows r = 0..15 (`code(r, e)`: the unsigned code of element
+// 256 sb + e of row 16p + r):
+//
+// Q4_K, 2368 bytes:
+//   [0, 2048)     vector 4s + i (sub-block s = 0..7, i = 0..3), byte 4r + b:
+//                 code(r, 32s + 4i + b) | code(r, 32s + 16 + 4i + b) << 4
+//   [2048, 2304)  byte 32s + r: scale of sub-block s of row r; 32s + 16 + r: its min
+//   [2304, 2368)  d of rows 0..15, then dmin (fp16)
+// Q6_K, 3392 bytes (codes 0..63; a 16-element group g has scale sc[g]):
+//   [0, 2048)     vector 4h + i (group pair h = 0..7), byte 4r + b:
+//                 low4(r, 32h + 4i + b) | low4(r, 32h + 16 + 4i + b) << 4
+//   [2048, 3072)  vector 4q + i (quarter q = 0..3), byte 4r + b, bits 2j..2j+1:
+//                 high2(r, 64q + 16j + 4i + b), j = 0..3
+//   [3072, 3328)  byte 16g + r: scale of group g of row r (int8)
+//   [3328, 3360)  d of rows 0..15 (fp16); [3360, 3392) zero
+//
+// Records are multiples of 64 bytes, so with a 64-byte aligned buffer every
+// vector load stays in one cache line. The packed matrix holds the same
+// information as the file (Q4_K's 6-bit scales take a byte each: +2.8%; Q6_K +1%).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/aligned.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace tandem::kernels::cpu {
+
+constexpr int kPanelRows = 16;
+constexpr size_t kQ4KRecordBytes = 2368;
+constexpr size_t kQ6KRecordBytes = 3392;
+
+// Bytes of one packed record of `type`, or 0 when the type has no packed layout.
+constexpr size_t packed_record_bytes(DType type) {
+  return type == DType::Q4_K ? kQ4KRecordBytes : type == DType::Q6_K ? kQ6KRecordBytes : 0;
+}
+
+// Panel p of a packed {K, N} matrix.
+inline const uint8_t* packed_panel(const uint8_t* packed, DType type, int64_t K, int64_t p) {
+  return packed + static_cast<size_t>(p) * static_cast<size_t>(K / 256) *
+                      packed_record_bytes(type);
+}
+
+// Repack rows [16 p0, 16 p1) of W (file layout, `row_bytes` per row of K
+// elements) into panels p0..p1-1 at `out` (the panel p0's position).
+void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int64_t p0,
+                 int64_t p1, uint8_t* out);
+
+// W packed (in parallel), or empty when W's type or shape has no packed layout
+// or this machine's kernel does not read it.
+AlignedVector<uint8_t> pack_matrix(const TensorView& W, ThreadPool& pool);
+
+// Whether this machine's matmul uses the packed layout (AVX-512 VNNI).
+bool packed_kernel_available();
+
+}  // namespace tandem::kernels::cpu

@@ -217,6 +217,11 @@ HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t nsb, const Q
 void PackedChunk(const MatmulChunk& c) {
   const int64_t nsb = c.K / 256;
   const int64_t prefetch = PrefetchBytes();
+  // The stream's first `prefetch` bytes up front; then each record fetches the
+  // bytes that far ahead of it.
+  const uint8_t* first = packed_panel(c.packed, c.type, c.K, c.n0 / kPanelRows);
+  for (int64_t off = 0; off < prefetch; off += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(first + off), _MM_HINT_T1);
   for (int64_t n = c.n0; n < c.n1; n += kPanelRows) {
     const uint8_t* panel = packed_panel(c.packed, c.type, c.K, n / kPanelRows);
     for (int m = c.m0; m < c.m1; m += kMaxTile) {

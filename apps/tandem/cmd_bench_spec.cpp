@@ -2,11 +2,13 @@
 // prompt set, plain decoding and speculative decoding side by side in one
 // process. Per K: tokens/s both ways, speedup, acceptance, tokens per round, the
 // measured draft cost c and verify cost v, and the speedup predicted from them
-// by (1 - a^(K+1)) / ((1 - a)(K c + v)) (Leviathan et al., 2023).
+// by (1 - a^(K+1)) / ((1 - a)(K c + v)) (Leviathan et al., 2023). The
+// configurations take turns prompt by prompt (see run_interleaved).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -28,6 +30,7 @@ struct Opts {
   int n = 128;
   int threads = 0;
   int limit = 0;
+  int reps = 1;
   std::string chart;
   SamplingParams sampling;
   std::optional<uint64_t> seed;
@@ -70,41 +73,74 @@ struct Run {
   double tok_per_s() const { return decode_ms > 0 ? decoded * 1000.0 / decode_ms : 0; }
 };
 
-Run run_prompts(const Model& target, ThreadPool& pool, const Opts& o, const SpecCliOptions& spec,
-                const std::vector<std::vector<int>>& prompts) {
+// One configuration (plain, or speculative with one K): its engine and drafter,
+// and its totals so far.
+struct Config {
+  std::string k;  // "" for plain decoding
+  SpecSetup setup;
+  std::unique_ptr<Engine> engine;
+  Run run;
+};
+
+std::unique_ptr<Config> make_config(const Model& target, ThreadPool& pool, const Opts& o,
+                                    const std::string& k,
+                                    const std::vector<std::vector<int>>& prompts) {
+  auto c = std::make_unique<Config>();
+  c->k = k;
+  SpecCliOptions spec;
+  if (!k.empty()) {
+    spec = o.spec;
+    spec.k = k;
+  }
   EngineOptions eo;
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   eo.n_ctx = static_cast<int>(longest) + o.n;
   eo.spec = spec_options(spec);
   eo.spec.opt_out = false;  // measure exactly the K asked for
-  SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo));
-  Engine engine(target, pool, eo, std::move(setup.drafter));
-  Run run;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    Request r;
-    r.prompt = prompts[i];
-    r.params.max_tokens = o.n;
-    r.params.sampling = o.sampling;
-    r.params.sampling.seed = (o.seed ? *o.seed : 1) + i;
-    int id = engine.submit(std::move(r));
-    engine.run();
-    RequestResult res = *engine.take_result(id);
-    const auto& st = res.stats;
-    run.generated += static_cast<int>(res.tokens.size());
-    run.decoded += res.tokens.empty() ? 0 : static_cast<int>(res.tokens.size()) - 1;
-    run.rounds += st.rounds;
-    run.spec_rounds += st.spec_rounds;
-    run.drafted += st.drafted;
-    run.accepted += st.accepted;
-    run.rejections += st.rejections;
-    run.decode_ms += st.decode_ms;
-    run.draft_ms += st.draft_ms;
-    run.verify_ms += st.verify_ms;
-    run.spec_verify_ms += st.spec_verify_ms;
-    run.outputs.push_back(std::move(res.tokens));
-  }
-  return run;
+  c->setup = make_drafter(spec, target, pool, engine_cache_config(eo));
+  c->engine = std::make_unique<Engine>(target, pool, eo, std::move(c->setup.drafter));
+  return c;
+}
+
+void run_prompt(Config& c, const Opts& o, const std::vector<int>& prompt, size_t index,
+                bool keep_output) {
+  Request r;
+  r.prompt = prompt;
+  r.params.max_tokens = o.n;
+  r.params.sampling = o.sampling;
+  r.params.sampling.seed = (o.seed ? *o.seed : 1) + index;
+  const int id = c.engine->submit(std::move(r));
+  c.engine->run();
+  RequestResult res = *c.engine->take_result(id);
+  const auto& st = res.stats;
+  Run& run = c.run;
+  run.generated += static_cast<int>(res.tokens.size());
+  run.decoded += res.tokens.empty() ? 0 : static_cast<int>(res.tokens.size()) - 1;
+  run.rounds += st.rounds;
+  run.spec_rounds += st.spec_rounds;
+  run.drafted += st.drafted;
+  run.accepted += st.accepted;
+  run.rejections += st.rejections;
+  run.decode_ms += st.decode_ms;
+  run.draft_ms += st.draft_ms;
+  run.verify_ms += st.verify_ms;
+  run.spec_verify_ms += st.spec_verify_ms;
+  if (keep_output) run.outputs.push_back(std::move(res.tokens));
+}
+
+// Every prompt runs under every configuration before the next prompt starts,
+// in an order that rotates from prompt to prompt: the machine's slow and fast
+// spells (it is shared) then fall on all configurations alike instead of on
+// whichever happened to run at that time.
+void run_interleaved(std::vector<std::unique_ptr<Config>>& configs, const Opts& o,
+                     const std::vector<std::vector<int>>& prompts) {
+  const size_t n = configs.size();
+  size_t turn = 0;
+  for (int rep = 0; rep < o.reps; ++rep)
+    for (size_t i = 0; i < prompts.size(); ++i, ++turn)
+      for (size_t j = 0; j < n; ++j)
+        run_prompt(*configs[(turn + j) % n], o, prompts[i], i, rep == 0);
 }
 
 struct Row {
@@ -166,6 +202,7 @@ void add_bench_spec_command(CLI::App* bench) {
       ->capture_default_str();
   cmd->add_option("-n,--max-tokens", o.n, "Tokens per prompt")->capture_default_str();
   cmd->add_option("--limit", o.limit, "Use only the first N prompts");
+  cmd->add_option("--reps", o.reps, "Run the prompt set this many times")->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
   cmd->add_option("--chart", o.chart, "Write an SVG chart of speedup and acceptance against K");
   add_sampling_options(cmd, o.sampling, o.seed);
@@ -179,21 +216,23 @@ void add_bench_spec_command(CLI::App* bench) {
       if (!k.empty()) ks.push_back(k);
     check(!ks.empty(), "-k: no draft lengths given");
     for (const auto& k : ks) spec_options({o.spec.draft, k});  // validate before the long run
+    check(o.reps >= 1, "--reps must be at least 1, got {}", o.reps);
 
     fmt::print("target {}\ndraft  {}\nprompts {} ({} prompts), {} tokens each, {} threads, {}\n",
                target->path(), o.spec.draft, o.prompts, prompts.size(), o.n, pool.size(),
                o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
-    Run plain = run_prompts(*target, pool, o, SpecCliOptions{}, prompts);
+    std::vector<std::unique_ptr<Config>> configs;
+    configs.push_back(make_config(*target, pool, o, "", prompts));
+    for (const auto& k : ks) configs.push_back(make_config(*target, pool, o, k, prompts));
+    run_interleaved(configs, o, prompts);
+    const Run& plain = configs.front()->run;
     fmt::print("plain decode: {:.2f} tok/s ({} tokens)\n\n", plain.tok_per_s(), plain.decoded);
     fmt::print("{:>5} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
                "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v", "predicted",
                "effic", "same");
     std::vector<Row> rows;
-    for (const auto& k : ks) {
-      SpecCliOptions spec_k = o.spec;
-      spec_k.k = k;
-      Run spec = run_prompts(*target, pool, o, spec_k, prompts);
-      Row r = summarise(k, plain, spec);
+    for (size_t i = 1; i < configs.size(); ++i) {
+      Row r = summarise(configs[i]->k, plain, configs[i]->run);
       fmt::print("{:>5} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
                  "{:>8.2f}x {:>6.0f}% {:>6}\n",
                  r.k, plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance, r.alpha,

@@ -26,8 +26,9 @@ void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& po
 void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
                   float* const* ys, ThreadPool& pool);
 
-// A copy of matrix W in the layout this machine's fastest matmul reads (Q4_K and
-// Q6_K with AVX-512 VNNI: 16 rows interleaved), made once at load; empty when
+// A copy of matrix W in the layout this machine's fastest matmul reads (Q4_K,
+// Q6_K, Q4_0, Q4_1, Q5_0, Q8_0 with AVX-512 VNNI: 16 rows interleaved), made once
+// at load; empty when
 // there is none for W's type, shape or this CPU, or when TANDEM_PACK=0. Point
 // W.packed at its data for matmul to use it.
 AlignedVector<uint8_t> pack_weights(const TensorView& W, ThreadPool& pool);

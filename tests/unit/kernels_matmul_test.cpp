@@ -323,12 +323,15 @@ class PackedMatmul : public ::testing::TestWithParam<DType> {};
 TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
   if (!kernels::cpu::packed_kernel_available()) GTEST_SKIP() << "no AVX-512 VNNI here";
   const DType t = GetParam();
-  const int64_t K = 768, N = 48;  // three panels of three super-blocks
+  // Three panels of three super-blocks, or of nine legacy records (K = 576 ends
+  // in a partial 256-element activation chunk).
+  const int64_t K = is_k_quant(t) ? 768 : 576, N = 48;
   const int M = 20;               // tiles of 8, 8 and 4 rows
   auto W = random_matrix(t, K, N, 17);
   ThreadPool pool2(2), pool1(1);
   const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, pool2);
-  ASSERT_EQ(packed.size(), size_t(N / 16) * (K / 256) * kernels::cpu::packed_record_bytes(t));
+  ASSERT_EQ(packed.size(), size_t(N / 16) * (K / kernels::cpu::packed_record_elements(t)) *
+                              kernels::cpu::packed_record_bytes(t));
   TensorView view = W.view;
   view.packed = packed.data();
   auto x = random_rows(M, K, 19);
@@ -378,11 +381,15 @@ TEST(PackedMatmulShapes, OnlyWholePanelsOfPackableTypes) {
       << "40 rows are not whole panels of 16";
   EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q5_K, 256, 32, 1).view, pool).empty())
       << "Q5_K has no packed layout";
+  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q8_0, 96, 32, 1).view, pool).empty())
+      << "96 elements are not whole records of 64";
   EXPECT_EQ(kernels::pack_weights(random_matrix(DType::Q6_K, 256, 32, 1).view, pool).empty(),
             !kernels::cpu::packed_kernel_available());
 }
 
-INSTANTIATE_TEST_SUITE_P(PackedTypes, PackedMatmul, ::testing::Values(DType::Q4_K, DType::Q6_K),
+INSTANTIATE_TEST_SUITE_P(PackedTypes, PackedMatmul,
+                         ::testing::Values(DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q4_1,
+                                           DType::Q5_0, DType::Q8_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 // Every Highway target this build compiled and this machine supports, not just

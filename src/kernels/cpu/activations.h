@@ -49,9 +49,9 @@ struct QActs {
   const float* row_gsum(int m) const { return gsum.data() + m * (Kp / kGroup); }
   const float* row_gd(int m) const { return gd.data() + m * (Kp / kGroup); }
 
-  // Derived sums for the packed K-quant kernels (block 256 only), see
-  // packed_layout.h: per 32 elements the sum of the codes, and per group -32
-  // times its sum (Q6_K's offset of 32, as the integer a dot product starts from).
+  // Derived sums for the packed kernels (packed_layout.h): per 32 elements the
+  // sum of the codes, and (block 256 only) per group -32 times its sum (Q6_K's
+  // offset of 32, as the integer a dot product starts from).
   AlignedVector<float> sum32;        // M x Kp / 32
   AlignedVector<int32_t> q6_offset;  // M x Kp / 16
   const float* row_sum32(int m) const { return sum32.data() + m * (Kp / 32); }

@@ -37,7 +37,8 @@ ActKind act_kind(DType t);
 void matmul_chunk_float(const MatmulChunk& c);   // F32, F16, BF16
 void matmul_chunk_legacy(const MatmulChunk& c);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
 void matmul_chunk_kquant(const MatmulChunk& c);  // Q2_K .. Q6_K
-// Q4_K, Q6_K in the packed layout (packed_layout.h; n0, n1 multiples of 16).
+// Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q8_0 in the packed layout (packed_layout.h; n0,
+// n1 multiples of 16).
 void matmul_chunk_packed(const MatmulChunk& c);
 // Portable fallback for targets without usable SIMD (Highway's scalar target):
 // dequantize each weight row and take float dot products with the float x.

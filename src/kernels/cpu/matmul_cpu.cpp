@@ -68,7 +68,12 @@ void run_chunk(MatmulChunk c, ActKind kind, int M) {
   c.m1 = M;
   switch (kind) {
     case ActKind::Float: matmul_chunk_float(c); break;
-    case ActKind::Q8: matmul_chunk_legacy(c); break;
+    case ActKind::Q8:
+      if (c.packed)
+        matmul_chunk_packed(c);
+      else
+        matmul_chunk_legacy(c);
+      break;
     case ActKind::Q8K:
       if (c.packed)
         matmul_chunk_packed(c);

@@ -1,6 +1,7 @@
-// Matmul of Q4_K and Q6_K weights in the packed 16-row layout (packed_layout.h)
-// against activations with one scale per 256 elements, AVX-512 VNNI only (other
-// targets read the file layout: matmul_kquant.cpp).
+// Matmul of Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 weights in the packed 16-row
+// layout (packed_layout.h) against int8 activations (one scale per 256 elements
+// for the K-quants, per 32 for the others), AVX-512 VNNI only (other targets
+// read the file layout: matmul_kquant.cpp, matmul_legacy.cpp).
 //
 // A panel of 16 weight rows meets up to kMaxTile activation rows at a time. Its
 // codes are unpacked once per record into registers and applied to every
@@ -76,7 +77,7 @@ struct TileActs {
       q[r] = x.row_q(m0 + r);
       gd[r] = x.row_gd(m0 + r);
       sum32[r] = x.row_sum32(m0 + r);
-      q6_offset[r] = x.row_q6_offset(m0 + r);
+      q6_offset[r] = x.q6_offset.empty() ? nullptr : x.row_q6_offset(m0 + r);  // block 256 only
     }
   }
 };
@@ -202,20 +203,133 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
 }
 
-template <int R>
-HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t nsb, const QActs& x, int m0,
-                          int64_t prefetch, float* y, int64_t ldy) {
-  const TileActs<R> acts(x, m0);
-  if (type == DType::Q4_K)
-    PanelQ4K<R>(panel, nsb, acts, prefetch, y, ldy);
+// Legacy types, records of two 32-element blocks. Block b of a row lies in
+// activation chunk b / 8 at groups 2 (b % 8) and 2 (b % 8) + 1, so its step i is
+// at byte 64 (i % 4) + 8 (b % 8) + 4 (i / 4) of the chunk. A block's chain starts
+// from -offset times its activation sum (Q4_0: 8, Q5_0: 16, Q8_0: 128); Q4_1
+// adds m times the sum instead.
+template <DType T>
+struct LegacyRecord;
+template <>
+struct LegacyRecord<DType::Q4_0> {
+  static constexpr size_t kBytes = kQ4_0RecordBytes, kD = 512;
+  static constexpr int kOffset = 8;
+};
+template <>
+struct LegacyRecord<DType::Q4_1> {
+  static constexpr size_t kBytes = kQ4_1RecordBytes, kD = 512, kM = 576;
+  static constexpr int kOffset = 0;
+};
+template <>
+struct LegacyRecord<DType::Q5_0> {
+  static constexpr size_t kBytes = kQ5_0RecordBytes, kD = 640, kHigh = 512;
+  static constexpr int kOffset = 16;
+};
+template <>
+struct LegacyRecord<DType::Q8_0> {
+  static constexpr size_t kBytes = kQ8_0RecordBytes, kD = 1024;
+  static constexpr int kOffset = 128;
+};
+
+// Bit p of each byte of v moved to bit 4 (Q5_0's fifth code bit).
+template <int p>
+HWY_INLINE __m512i BitTo4(__m512i v) {
+  if constexpr (p <= 4)
+    return _mm512_slli_epi16(v, 4 - p);
   else
-    PanelQ6K<R>(panel, nsb, acts, prefetch, y, ldy);
+    return _mm512_srli_epi16(v, p - 4);
+}
+
+template <int R, DType T>
+HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const TileActs<R>& x,
+                              int64_t prefetch, float* y, int64_t ldy) {
+  using Rec = LegacyRecord<T>;
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t rec_index = 0; rec_index < n_records; ++rec_index) {
+    const uint8_t* rec = panel + rec_index * Rec::kBytes;
+    if (prefetch > 0) PrefetchRecord(rec, Rec::kBytes, prefetch);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const int64_t b = 2 * rec_index + h;
+      const int64_t chunk = (b / 8) * 256;
+      const int at = 8 * static_cast<int>(b % 8);
+      __m512i sum[R];
+      for (int r = 0; r < R; ++r)
+        sum[r] = _mm512_set1_epi32(-Rec::kOffset * static_cast<int32_t>(x.sum32[r][b]));
+      if constexpr (T == DType::Q8_0) {
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          const __m512i w = _mm512_load_si512(rec + 64 * (8 * h + i));
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r)
+            sum[r] = _mm512_dpbusd_epi32(sum[r], w,
+                                         Step(x.q[r] + chunk, 64 * (i % 4) + at + 4 * (i / 4)));
+        }
+      } else {
+        __m512i high = _mm512_setzero_si512();
+        if constexpr (T == DType::Q5_0) high = _mm512_load_si512(rec + Rec::kHigh + 64 * h);
+        auto codes = [&](int v, __m512i& lo, __m512i& hi) __attribute__((always_inline)) {
+          const __m512i packed = _mm512_load_si512(rec + 64 * (4 * h + v));
+          lo = _mm512_and_si512(packed, low4);
+          hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+          if constexpr (T == DType::Q5_0) {  // (high bit moved to bit 4 & 0x10) | code
+            __m512i hl, hh;
+            switch (v) {
+              case 0: hl = BitTo4<0>(high), hh = BitTo4<4>(high); break;
+              case 1: hl = BitTo4<1>(high), hh = BitTo4<5>(high); break;
+              case 2: hl = BitTo4<2>(high), hh = BitTo4<6>(high); break;
+              default: hl = BitTo4<3>(high), hh = BitTo4<7>(high); break;
+            }
+            lo = _mm512_ternarylogic_epi32(hl, bit4, lo, 0xEA);
+            hi = _mm512_ternarylogic_epi32(hh, bit4, hi, 0xEA);
+          }
+        };
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; ++v) {
+          __m512i lo, hi;
+          codes(v, lo, hi);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            sum[r] = _mm512_dpbusd_epi32(sum[r], lo, Step(x.q[r] + chunk, 64 * v + at));
+            sum[r] = _mm512_dpbusd_epi32(sum[r], hi, Step(x.q[r] + chunk, 64 * v + at + 4));
+          }
+        }
+      }
+      const __m512 d = HalvesToFloats(rec + Rec::kD + 32 * h);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const float da = x.gd[r][2 * b];
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(d, _mm512_set1_ps(da)),
+                                 acc[r]);
+        if constexpr (T == DType::Q4_1)
+          acc[r] = _mm512_fmadd_ps(HalvesToFloats(rec + Rec::kM + 32 * h),
+                                   _mm512_set1_ps(da * x.sum32[r][b]), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
+}
+
+template <int R>
+HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, const QActs& x,
+                          int m0, int64_t prefetch, float* y, int64_t ldy) {
+  const TileActs<R> acts(x, m0);
+  switch (type) {
+    case DType::Q4_K: return PanelQ4K<R>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q6_K: return PanelQ6K<R>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q4_0: return PanelLegacy<R, DType::Q4_0>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q4_1: return PanelLegacy<R, DType::Q4_1>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q5_0: return PanelLegacy<R, DType::Q5_0>(panel, records, acts, prefetch, y, ldy);
+    default: return PanelLegacy<R, DType::Q8_0>(panel, records, acts, prefetch, y, ldy);
+  }
 }
 
 // Panels of columns [n0, n1); every tile of activation rows takes a panel in turn
 // while it is in L1/L2 (the first tile prefetches the stream ahead).
 void PackedChunk(const MatmulChunk& c) {
-  const int64_t nsb = c.K / 256;
+  const int64_t nsb = c.K / packed_record_elements(c.type);  // records per panel
   const int64_t prefetch = PrefetchBytes();
   // The stream's first `prefetch` bytes up front; then each record fetches the
   // bytes that far ahead of it.
@@ -244,7 +358,7 @@ void PackedChunk(const MatmulChunk& c) {
 
 bool PackedAvailable() { return true; }
 #else
-void PackedChunk(const MatmulChunk& c) { matmul_chunk_kquant(c); }  // never sent here
+void PackedChunk(const MatmulChunk&) {}  // never sent here: packed_kernel_available()
 bool PackedAvailable() { return false; }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 

@@ -1,4 +1,4 @@
-// Repacking Q4_K and Q6_K rows into the 16-row panels of packed_layout.h. Runs
+// Repacking Q4_K, Q6_K and legacy rows into the 16-row panels of packed_layout.h. Runs
 // once per matrix at load, so it favours plain code over speed (about 1 GB/s).
 #include <cstddef>
 #include <cstring>
@@ -75,20 +75,78 @@ void pack_q6k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t*
   }
 }
 
+// Legacy types: two 32-element blocks per record (see packed_layout.h).
+template <class Block>
+const uint8_t* block_at(const uint8_t* row, int64_t b) {
+  return row + b * sizeof(Block);
+}
+
+void pack_legacy_record(DType type, const uint8_t* const rows[kPanelRows], int64_t rec_index,
+                        uint8_t* rec) {
+  const size_t d_at = type == DType::Q8_0 ? 1024 : type == DType::Q5_0 ? 640 : 512;
+  uint16_t* d = reinterpret_cast<uint16_t*>(rec + d_at);
+  uint16_t* m = reinterpret_cast<uint16_t*>(rec + 576);  // Q4_1 only
+  if (type == DType::Q5_0) std::memset(rec + 512, 0, 128);
+  for (int h = 0; h < 2; ++h) {
+    const int64_t b = 2 * rec_index + h;
+    for (int r = 0; r < kPanelRows; ++r) {
+      switch (type) {
+        case DType::Q8_0: {
+          const uint8_t* blk = block_at<BlockQ8_0>(rows[r], b);
+          for (int i = 0; i < 8; ++i) {
+            uint8_t codes[4];
+            for (int k = 0; k < 4; ++k)
+              codes[k] = static_cast<uint8_t>(blk[offsetof(BlockQ8_0, qs) + 4 * i + k] ^ 0x80);
+            put_dword(rec, 8 * h + i, r, codes);
+          }
+          std::memcpy(&d[16 * h + r], blk + offsetof(BlockQ8_0, d), 2);
+          break;
+        }
+        case DType::Q5_0: {
+          const uint8_t* blk = block_at<BlockQ5_0>(rows[r], b);
+          for (int v = 0; v < 4; ++v) put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ5_0, qs) + 4 * v);
+          uint32_t qh;
+          std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
+          for (int i = 0; i < 8; ++i)
+            for (int k = 0; k < 4; ++k)
+              rec[512 + 64 * h + 4 * r + k] |= static_cast<uint8_t>(((qh >> (4 * i + k)) & 1) << i);
+          std::memcpy(&d[16 * h + r], blk + offsetof(BlockQ5_0, d), 2);
+          break;
+        }
+        case DType::Q4_1: {
+          const uint8_t* blk = block_at<BlockQ4_1>(rows[r], b);
+          for (int v = 0; v < 4; ++v) put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ4_1, qs) + 4 * v);
+          std::memcpy(&d[16 * h + r], blk + offsetof(BlockQ4_1, d), 2);
+          std::memcpy(&m[16 * h + r], blk + offsetof(BlockQ4_1, m), 2);
+          break;
+        }
+        default: {  // Q4_0
+          const uint8_t* blk = block_at<BlockQ4_0>(rows[r], b);
+          for (int v = 0; v < 4; ++v) put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ4_0, qs) + 4 * v);
+          std::memcpy(&d[16 * h + r], blk + offsetof(BlockQ4_0, d), 2);
+          break;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int64_t p0,
                  int64_t p1, uint8_t* out) {
   const size_t record = packed_record_bytes(type);
-  const int64_t nsb = K / 256;
+  const int64_t n_records = K / packed_record_elements(type);
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* rows[kPanelRows];
     for (int r = 0; r < kPanelRows; ++r) rows[r] = w + (p * kPanelRows + r) * row_bytes;
-    for (int64_t sb = 0; sb < nsb; ++sb, out += record) {
+    for (int64_t i = 0; i < n_records; ++i, out += record) {
       if (type == DType::Q4_K)
-        pack_q4k_record(rows, sb, out);
+        pack_q4k_record(rows, i, out);
+      else if (type == DType::Q6_K)
+        pack_q6k_record(rows, i, out);
       else
-        pack_q6k_record(rows, sb, out);
+        pack_legacy_record(type, rows, i, out);
     }
   }
 }
@@ -96,10 +154,10 @@ void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int6
 AlignedVector<uint8_t> pack_matrix(const TensorView& W, ThreadPool& pool) {
   const size_t record = packed_record_bytes(W.type);
   const int64_t K = W.ne(0), N = W.ne(1);
-  if (record == 0 || W.shape.size() != 2 || N % kPanelRows != 0 || K % 256 != 0 ||
-      !packed_kernel_available())
+  if (record == 0 || W.shape.size() != 2 || N % kPanelRows != 0 ||
+      K % packed_record_elements(W.type) != 0 || !packed_kernel_available())
     return {};
-  const size_t panel_bytes = static_cast<size_t>(K / 256) * record;
+  const size_t panel_bytes = static_cast<size_t>(K / packed_record_elements(W.type)) * record;
   AlignedVector<uint8_t> out(static_cast<size_t>(N / kPanelRows) * panel_bytes);
   pool.parallel_for(N / kPanelRows, [&](int64_t p0, int64_t p1, int) {
     pack_panels(W.type, W.data, W.row_bytes(), K, p0, p1, out.data() + p0 * panel_bytes);

@@ -1,4 +1,5 @@
-// The packed layout of the Q4_K and Q6_K weights: 16 rows interleaved, made once
+// The packed layout of the Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 weights: 16 rows
+// interleaved, made once
 // at load (pack_weights.cpp) for the AVX-512 VNNI matmul (matmul_packed.cpp).
 //
 // Why. The file's layout keeps each weight row contiguous, so a vpdpbusd covers
@@ -11,7 +12,8 @@
 // 32 (Q4_K) or 16 (Q6_K) weights, about a third of the file layout's cost.
 //
 // Shape. Rows 16p..16p+15 form panel p; a panel is a run of records, one per
-// super-block (256 elements), and panels follow each other. Record of super-block
+// super-block (256 elements; legacy types: per two blocks, 64 elements), and
+// panels follow each other. Record of super-block
 // sb of panel p, rows r = 0..15 (`code(r, e)`: the unsigned code of element
 // 256 sb + e of row 16p + r):
 //
@@ -27,6 +29,18 @@
 //                 high2(r, 64q + 16j + 4i + b), j = 0..3
 //   [3072, 3328)  byte 16g + r: scale of group g of row r (int8)
 //   [3328, 3360)  d of rows 0..15 (fp16); [3360, 3392) zero
+//
+// The legacy types take records of two 32-element blocks (64 elements), h = 0, 1
+// the block, codes unsigned (Q8_0: q + 128):
+// Q4_0 (576 bytes), Q4_1 (640), Q5_0 (704):
+//   [0, 512)      vector 4h + v (v = 0..3), byte 4r + b:
+//                 low4(r, 32h + 4v + b) | low4(r, 32h + 16 + 4v + b) << 4
+//                 (the file's qs bytes 4v..4v+3 of the block, as they are)
+//   Q5_0 [512, 640)  vector h, byte 4r + b, bit i: bit 4 of code(r, 32h + 4i + b)
+//   then d of rows 0..15 for block 0, for block 1 (fp16); Q4_1 then m likewise
+// Q8_0 (1088 bytes):
+//   [0, 1024)     vector 8h + i (i = 0..7), byte 4r + b: code(r, 32h + 4i + b)
+//   [1024, 1088)  d of rows 0..15 for block 0, for block 1 (fp16)
 //
 // Records are multiples of 64 bytes, so with a 64-byte aligned buffer every
 // vector load stays in one cache line. The packed matrix holds the same
@@ -45,15 +59,32 @@ namespace tandem::kernels::cpu {
 constexpr int kPanelRows = 16;
 constexpr size_t kQ4KRecordBytes = 2368;
 constexpr size_t kQ6KRecordBytes = 3392;
+constexpr size_t kQ4_0RecordBytes = 576;
+constexpr size_t kQ4_1RecordBytes = 640;
+constexpr size_t kQ5_0RecordBytes = 704;
+constexpr size_t kQ8_0RecordBytes = 1088;
 
 // Bytes of one packed record of `type`, or 0 when the type has no packed layout.
 constexpr size_t packed_record_bytes(DType type) {
-  return type == DType::Q4_K ? kQ4KRecordBytes : type == DType::Q6_K ? kQ6KRecordBytes : 0;
+  switch (type) {
+    case DType::Q4_K: return kQ4KRecordBytes;
+    case DType::Q6_K: return kQ6KRecordBytes;
+    case DType::Q4_0: return kQ4_0RecordBytes;
+    case DType::Q4_1: return kQ4_1RecordBytes;
+    case DType::Q5_0: return kQ5_0RecordBytes;
+    case DType::Q8_0: return kQ8_0RecordBytes;
+    default: return 0;
+  }
+}
+
+// Elements of a row per record: a super-block, or two legacy blocks.
+constexpr int64_t packed_record_elements(DType type) {
+  return type == DType::Q4_K || type == DType::Q6_K ? 256 : 64;
 }
 
 // Panel p of a packed {K, N} matrix.
 inline const uint8_t* packed_panel(const uint8_t* packed, DType type, int64_t K, int64_t p) {
-  return packed + static_cast<size_t>(p) * static_cast<size_t>(K / 256) *
+  return packed + static_cast<size_t>(p) * static_cast<size_t>(K / packed_record_elements(type)) *
                       packed_record_bytes(type);
 }
 

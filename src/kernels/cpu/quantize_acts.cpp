@@ -97,13 +97,11 @@ void quantize_acts(const float* x, int M, int64_t K, int block, QActs& out) {
     }
   }
   HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, M, K, &out);
+  out.sum32.resize(groups / 2);
+  for (size_t g = 1; g < groups; g += 2) out.sum32[g / 2] = out.gsum[g - 1] + out.gsum[g];
   if (block == 256) {
-    out.sum32.resize(groups / 2);
     out.q6_offset.resize(groups);
-    for (size_t g = 0; g < groups; ++g) {
-      out.q6_offset[g] = -32 * static_cast<int32_t>(out.gsum[g]);
-      if (g % 2 == 1) out.sum32[g / 2] = out.gsum[g - 1] + out.gsum[g];
-    }
+    for (size_t g = 0; g < groups; ++g) out.q6_offset[g] = -32 * static_cast<int32_t>(out.gsum[g]);
   }
 }
 

@@ -5,10 +5,15 @@
 // MatmulInCache runs one thread on a matrix that stays in L2 (K = 1536, 128
 // columns) and reports nanoseconds per 256 weights (one super-block or eight
 // legacy blocks) and per activation row: the kernel's compute speed, the other
-// side of the roofline.
+// side of the roofline. VnniPeak is the ceiling of that compute side: one
+// core's rate of the 512-bit int8 dot-product instruction.
 //
 //   build/bench/tandem_bench_kernels [--benchmark_filter=Q4_K] [threads via TANDEM_THREADS]
 #include <benchmark/benchmark.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <cstdlib>
@@ -136,6 +141,36 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   state.SetLabel(kernels::cpu::simd_target_name());
 }
 
+// The roofline's compute side: one core's throughput of the 512-bit int8 dot
+// product (vpdpbusd, 64 multiply-adds) that the quantized matmuls are built on,
+// on 12 independent accumulators. Reports nanoseconds per instruction.
+#if defined(__x86_64__)
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VnniPeak(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
+  constexpr int kChains = 12;
+  constexpr int64_t kSteps = 1 << 16;
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (auto _ : state) {
+    __m512i acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+    for (int64_t k = 0; k < kSteps; ++k)
+      for (int i = 0; i < kChains; ++i) {
+        acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+        asm volatile("" : "+v"(acc[i]));  // keep the chains independent and in registers
+      }
+    __m512i sum = acc[0];
+    for (int i = 1; i < kChains; ++i) sum = _mm512_add_epi32(sum, acc[i]);
+    benchmark::DoNotOptimize(sum);
+  }
+  state.counters["s/vpdpbusd"] = benchmark::Counter(
+      static_cast<double>(kSteps * kChains),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+#endif
+
 // One decode step's attention: 1 (or K+1) query rows over a cache of `ctx`
 // positions, Qwen2.5-1.5B's shape (12 query heads over 2 KV heads of 128).
 void BM_Attention(benchmark::State& state) {
@@ -191,6 +226,9 @@ void register_all() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+#if defined(__x86_64__)
+  benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond);
+#endif
   benchmark::RegisterBenchmark("Attention", BM_Attention)
       ->ArgNames({"ctx", "n_q"})
       ->Args({512, 1})

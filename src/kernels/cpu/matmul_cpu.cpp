@@ -66,20 +66,11 @@ int64_t chunk_columns(int64_t total_columns, int threads) {
 void run_chunk(MatmulChunk c, ActKind kind, int M) {
   c.m0 = 0;
   c.m1 = M;
+  if (c.packed) return matmul_chunk_packed(c);  // any packed type, either activation form
   switch (kind) {
     case ActKind::Float: matmul_chunk_float(c); break;
-    case ActKind::Q8:
-      if (c.packed)
-        matmul_chunk_packed(c);
-      else
-        matmul_chunk_legacy(c);
-      break;
-    case ActKind::Q8K:
-      if (c.packed)
-        matmul_chunk_packed(c);
-      else
-        matmul_chunk_kquant(c);
-      break;
+    case ActKind::Q8: matmul_chunk_legacy(c); break;
+    case ActKind::Q8K: matmul_chunk_kquant(c); break;
   }
 }
 

@@ -298,14 +298,15 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
         }
       }
       const __m512 d = HalvesToFloats(rec + Rec::kD + 32 * h);
+      __m512 m = _mm512_setzero_ps();
+      if constexpr (T == DType::Q4_1) m = HalvesToFloats(rec + Rec::kM + 32 * h);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const float da = x.gd[r][2 * b];
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(d, _mm512_set1_ps(da)),
                                  acc[r]);
         if constexpr (T == DType::Q4_1)
-          acc[r] = _mm512_fmadd_ps(HalvesToFloats(rec + Rec::kM + 32 * h),
-                                   _mm512_set1_ps(da * x.sum32[r][b]), acc[r]);
+          acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(da * x.sum32[r][b]), acc[r]);
       }
     }
   }

@@ -73,7 +73,9 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
   std::vector<DraftCandidate> batch;
   for (const Sequence* s : seqs) {
     const int pending = static_cast<int>(s->tokens().size()) - cache_.length(s->target_slot);
-    batch.push_back({s->acceptance.alpha(), pending, draft_cap(*s)});
+    double alpha = s->acceptance.alpha();
+    if (s->acceptance.judged() < kMinJudged) alpha = std::max(alpha, kProbeAlpha);
+    batch.push_back({alpha, pending, draft_cap(*s)});
   }
   // Fixed K without opting out; or free proposals, trimmed after the lookup
   // (step() does that): the caps themselves.
@@ -92,8 +94,28 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
     return k;
   }
   k = choose_draft_lengths(batch, k_choices(), costs_);
+  // Drafting step by step, a request may draft up to its cap: the early stop
+  // (draft_stop) ends each draft where it stops paying.
+  if (stops_early())
+    for (size_t i = 0; i < seqs.size(); ++i)
+      if (k[i] > 0) k[i] = batch[i].cap;
   add_probes(seqs, batch, k);
   return k;
+}
+
+std::unique_ptr<CostAwareStop> SpeculativeRunner::draft_stop(const std::vector<Sequence*>& seqs,
+                                                             const std::vector<int>& k) const {
+  if (!stops_early() || recent_ms_ <= 0 || costs_.verify_points() < 2) return nullptr;
+  std::vector<double> next_alpha;
+  int positions = 0, drafting = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Sequence& s = *seqs[i];
+    next_alpha.push_back(s.acceptance.alpha());
+    positions += static_cast<int>(s.tokens().size()) - cache_.length(s.target_slot);
+    drafting += k[i] > 0;
+  }
+  return std::make_unique<CostAwareStop>(calibration_, costs_, std::move(next_alpha), positions,
+                                         drafting, recent_tokens_ / recent_ms_);
 }
 
 void SpeculativeRunner::add_probes(const std::vector<Sequence*>& seqs,
@@ -151,8 +173,10 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
   for (int ki : k) any_draft |= ki > 0;
   drafts_.resize(seqs.size());
   for (auto& d : drafts_) d.clear();
-  const double step_ms = any_draft ? drafter_->propose(seqs, k, drafts_) : -1;
+  const auto stop = any_draft ? draft_stop(seqs, k) : nullptr;
+  const double step_ms = any_draft ? drafter_->propose(seqs, k, drafts_, stop.get()) : -1;
   if (any_draft && drafter_->free_proposals()) trim_free_drafts(seqs);
+  if (stop) stop->trim(drafts_);
   const auto t1 = Clock::now();
 
   // 3. One target forward: pending tokens plus drafts for every sequence.
@@ -183,6 +207,7 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
   if (step_ms >= 0) costs_.record_draft_step(drafting, step_ms);
 
   // 4-5. Accept, emit, roll back.
+  int emitted = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     const Draft& d = drafts_[i];
@@ -199,6 +224,7 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
       st.rejections += v.n_accepted < n_draft;
       st.spec_verify_ms += verify_ms;
       s.acceptance.update(v.n_accepted, v.n_accepted < n_draft);
+      calibration_.record(d, v.n_accepted);
       s.rounds_since_draft = 0;
     } else {
       s.rounds_since_draft++;
@@ -206,6 +232,7 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
     bool open = true;
     for (int j = 0; j < v.n_accepted && open; ++j) open = s.accept(d.tokens[j]);
     if (open) s.accept(v.token);
+    emitted += v.n_accepted + 1;
     // The cache keeps the pending tokens and the accepted drafts; the new last
     // token (correction or bonus) is fed next round.
     cache_.truncate_to(s.target_slot, base + v.n_accepted);
@@ -215,6 +242,9 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
   }
   const double total_ms = ms_between(t0, Clock::now());
   for (Sequence* s : seqs) s->stats().decode_ms += total_ms;
+  constexpr double kRecent = 0.9;  // a window of about ten rounds
+  recent_tokens_ = kRecent * recent_tokens_ + emitted;
+  recent_ms_ = kRecent * recent_ms_ + total_ms;
 }
 
 void SpeculativeRunner::release(const Sequence& seq) {

@@ -47,6 +47,8 @@ class AcceptanceEstimate {
       : fade_(fade), prior_accepted_(prior_accepted), prior_judged_(prior_judged) {}
   void update(int accepted, bool rejected);
   double alpha() const;
+  // Drafts judged so far (faded like the evidence): how much alpha rests on.
+  double judged() const { return judged_; }
 
  private:
   double fade_, prior_accepted_, prior_judged_;

@@ -11,6 +11,7 @@
 
 namespace tandem {
 
+class DraftStop;
 class KVCache;
 class Sequence;
 
@@ -20,6 +21,9 @@ struct Draft {
   // sampling transforms. Empty when the drafter is deterministic or the request
   // is greedy: q is then a point mass on each token.
   std::vector<SamplingDistribution> q;
+  // confidence[i]: the drafter's probability of tokens[i] (a draft model's, after
+  // the request's transforms; see spec/draft_stop.h). Empty when it has none.
+  std::vector<float> confidence;
   // The drafter's own estimate of the per-token acceptance of this proposal
   // (negative: none; the request's running estimate is used instead), and a tag
   // it can use to learn from the verdict (e.g. the n-gram length that matched).
@@ -29,6 +33,7 @@ struct Draft {
   void clear() {
     tokens.clear();
     q.clear();
+    confidence.clear();
     alpha = -1;
     tag = 0;
   }
@@ -42,8 +47,10 @@ class Drafter {
   // none, when the drafter has nothing good to offer or no room). Returns the
   // milliseconds of one steady-state draft step (one token per request, not a
   // lazy prefill), or a negative value when this call had none to measure.
+  // A drafter that drafts step by step may stop a request early when `stop` (if
+  // given) says the next token is not worth drafting.
   virtual double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                         std::vector<Draft>& out) = 0;
+                         std::vector<Draft>& out, const DraftStop* stop = nullptr) = 0;
   // A round ended and the sequence's tokens changed: drop any state built on
   // drafts that were rejected. `draft` (as verified) had its first `accepted`
   // tokens accepted.

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 #include "engine/sequence.h"
+#include "spec/draft_stop.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem {
@@ -59,8 +61,10 @@ ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& 
   check(vocab_limit >= 0, "draft vocabulary limit must be >= 0, got {}", vocab_limit);
   cache.n_ctx = n_ctx_;
   cache_ = make_kv_cache(tf_.cache_shape(), cache);
-  if (vocab_limit > 0 && vocab_limit < draft.config().vocab_size)
-    tf_.restrict_output(draft_output_ranges(draft, vocab_limit));
+  if (vocab_limit > 0 && vocab_limit < draft.config().vocab_size) {
+    output_ranges_ = draft_output_ranges(draft, vocab_limit);
+    tf_.restrict_output(output_ranges_);
+  }
 }
 
 int64_t ModelDrafter::positions_needed(const Sequence& seq, int k) {
@@ -82,19 +86,36 @@ ModelDrafter::SeqState* ModelDrafter::state_for(const Sequence& seq) {
   return &states_.emplace(seq.id(), SeqState{slot, {}}).first->second;
 }
 
+float ModelDrafter::softmax_prob(const float* logits, int token) const {
+  const float top = logits[token];
+  double sum = 0;
+  auto add = [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) sum += std::exp(logits[i] - top);
+  };
+  if (output_ranges_.empty()) add(0, tf_.vocab_size());
+  for (auto [begin, end] : output_ranges_) add(begin, end);
+  return sum > 0 ? static_cast<float>(1 / sum) : 0.0f;
+}
+
 int ModelDrafter::choose(Sequence& seq, float* logits, const std::vector<int>& context,
-                         Draft& d) {
+                         Draft& d, bool confident) {
   const int V = tf_.vocab_size();
   const auto& sp = seq.params().sampling;
   apply_repetition_penalty(logits, V, context.data(), static_cast<int>(context.size()), sp);
-  if (sp.greedy()) return argmax(logits, V);
+  if (sp.greedy()) {
+    const int t = argmax(logits, V);
+    if (confident) d.confidence.push_back(softmax_prob(logits, t));
+    return t;
+  }
   d.q.emplace_back();
   d.q.back().compute(logits, V, sp);
-  return d.q.back().sample(seq.rng());
+  const int t = d.q.back().sample(seq.rng());
+  if (confident) d.confidence.push_back(d.q.back()[t]);
+  return t;
 }
 
 double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                             std::vector<Draft>& out) {
+                             std::vector<Draft>& out, const DraftStop* stop) {
   const int V = tf_.vocab_size();
   out.resize(seqs.size());
   // Who drafts this round, and how many tokens at most (room in the draft cache).
@@ -147,6 +168,7 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
                            true);
         j.st->cached.push_back(prev);
       }
+      if (batch.size() == 0) break;  // every request stopped early
     }
     logits_.resize(static_cast<size_t>(batch.logit_rows.size()) * V);
     tf_.forward(batch, *cache_, logits_.data());
@@ -154,9 +176,11 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
     int row = 0;
     for (auto& j : jobs) {
       if (j.k <= step) continue;
-      int t = choose(*seqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context, out[j.i]);
+      int t = choose(*seqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context, out[j.i],
+                     stop != nullptr);
       out[j.i].tokens.push_back(t);
       j.context.push_back(t);
+      if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, out[j.i])) j.k = step + 1;
     }
     if (steady) {
       steady_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)

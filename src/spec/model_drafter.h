@@ -31,7 +31,7 @@ class ModelDrafter final : public Drafter {
 
   std::string name() const override;
   double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                 std::vector<Draft>& out) override;
+                 std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
   void sync(const Sequence& seq, const Draft& draft, int accepted) override;
   void release(const Sequence& seq) override;
   bool uses_model() const override { return true; }
@@ -48,13 +48,18 @@ class ModelDrafter final : public Drafter {
     std::vector<int> cached;  // the tokens whose K/V the slot holds, in order
   };
   SeqState* state_for(const Sequence& seq);  // allocates a slot; null when none is free
-  // Turn one row of draft logits into the next draft token for seq (and its q).
-  int choose(Sequence& seq, float* logits, const std::vector<int>& context, Draft& d);
+  // Turn one row of draft logits into the next draft token for seq (and its q,
+  // and with `confident` its confidence).
+  int choose(Sequence& seq, float* logits, const std::vector<int>& context, Draft& d,
+             bool confident);
+  // The draft's probability of `token` under plain softmax (greedy requests).
+  float softmax_prob(const float* logits, int token) const;
 
   const Model& draft_;
   Transformer tf_;
   std::unique_ptr<KVCache> cache_;
   int n_ctx_;
+  std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;  // by sequence id
   std::vector<float> logits_;
 };

@@ -35,7 +35,7 @@ std::vector<AcceptanceEstimate>& NgramDrafter::evidence(const Sequence& seq) {
 }
 
 double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                             std::vector<Draft>& out) {
+                             std::vector<Draft>& out, const DraftStop*) {
   const auto t0 = std::chrono::steady_clock::now();
   out.resize(seqs.size());
   for (size_t i = 0; i < seqs.size(); ++i) {

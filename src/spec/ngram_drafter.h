@@ -17,7 +17,7 @@ class NgramDrafter final : public Drafter {
       : max_n_(max_n), min_n_(min_n) {}
   std::string name() const override { return "ngram"; }
   double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
-                 std::vector<Draft>& out) override;
+                 std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
   void sync(const Sequence& seq, const Draft& draft, int accepted) override;
   void release(const Sequence& seq) override;
   bool uses_model() const override { return false; }

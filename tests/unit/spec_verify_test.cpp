@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "spec/adaptive_k.h"
+#include "spec/draft_stop.h"
 #include "spec/ngram_drafter.h"
 #include "spec/verifier.h"
 #include "support/stats.h"
@@ -166,6 +167,70 @@ TEST(AdaptiveK, InABatchOnlyPromisingRequestsDraft) {
   EXPECT_EQ(k[2], 4);
   EXPECT_EQ(k[1], 0);
   EXPECT_EQ(k[3], 0);
+}
+
+TEST(DraftStop, CalibrationLearnsAcceptanceByConfidence) {
+  ConfidenceCalibration cal;
+  // Before any verdict a token is accepted about as often as the draft is sure.
+  EXPECT_NEAR(cal.acceptance(0.92f), 0.925, 1e-9);
+  // This draft is overconfident at 0.9 and right at 0.3 more often than it thinks.
+  for (int i = 0; i < 500; ++i) {
+    cal.record(0.9f, i % 2 == 0);
+    cal.record(0.3f, i % 4 != 0);
+  }
+  EXPECT_NEAR(cal.acceptance(0.9f), 0.5, 0.05);
+  EXPECT_NEAR(cal.acceptance(0.3f), 0.75, 0.05);
+  // A verified draft counts its tokens up to the first rejection, no further.
+  ConfidenceCalibration fresh;
+  Draft d;
+  d.tokens = {1, 2, 3};
+  d.confidence = {0.01f, 0.51f, 0.99f};
+  for (int i = 0; i < 500; ++i) fresh.record(d, 1);
+  EXPECT_GT(fresh.acceptance(0.01f), 0.95);      // accepted every time
+  EXPECT_LT(fresh.acceptance(0.51f), 0.05);      // rejected every time
+  EXPECT_NEAR(fresh.acceptance(0.99f), 0.975, 1e-9);  // never judged: its prior
+}
+
+TEST(DraftStop, DraftsOnWhileTheNextTokenPaysForItself) {
+  ConfidenceCalibration cal;  // acceptance = confidence (the prior)
+  CostModel costs;            // decode 10 ms, +1 ms per verified position, draft step 2 ms
+  costs.record_verify(1, 10.0);
+  costs.record_verify(6, 15.0);
+  costs.record_draft_step(1, 2.0);
+  // At plain decoding's rate (0.1 token/ms) a further token costs 3 ms, so it
+  // must be expected to add 0.3 tokens: reach x next alpha (0.8) >= 0.3.
+  CostAwareStop stop(cal, costs, {0.8}, 1, 1, 0.1);
+  Draft d;
+  d.tokens = {7, 8};
+  d.confidence = {0.97f, 0.97f};  // reach 0.95: keep going
+  EXPECT_TRUE(stop.keep_drafting(0, d));
+  d.confidence = {0.97f, 0.32f};  // reach 0.31: 0.25 expected
+  EXPECT_FALSE(stop.keep_drafting(0, d));
+  // A faster engine asks more of each token.
+  CostAwareStop fast(cal, costs, {0.8}, 1, 1, 0.4);
+  d.confidence = {0.97f, 0.97f};
+  EXPECT_FALSE(fast.keep_drafting(0, d));
+  // Without confidences there is nothing to judge by.
+  d.confidence.clear();
+  EXPECT_TRUE(fast.keep_drafting(0, d));
+}
+
+TEST(DraftStop, TrimsOnlyGreedyDrafts) {
+  ConfidenceCalibration cal;
+  CostModel costs;  // each verified position costs 5 ms
+  costs.record_verify(1, 10.0);
+  costs.record_verify(3, 20.0);
+  CostAwareStop stop(cal, costs, {0.8, 0.8}, 2, 2, 0.1);
+  std::vector<Draft> drafts(2);
+  for (Draft& d : drafts) {
+    d.tokens = {4, 5, 6};
+    d.confidence = {0.97f, 0.97f, 0.12f};  // the third: reach 0.11 for 0.5 token's cost
+  }
+  drafts[1].q.resize(3);  // sampled: dropping a token for its value would bias the output
+  stop.trim(drafts);
+  EXPECT_EQ(drafts[0].tokens, (std::vector<int>{4, 5}));
+  EXPECT_EQ(drafts[0].confidence.size(), 2u);
+  EXPECT_EQ(drafts[1].tokens.size(), 3u);
 }
 
 TEST(ChiSquare, UpperTailMatchesKnownQuantiles) {

@@ -1,0 +1,82 @@
+#include "spec/draft_stop.h"
+
+#include <algorithm>
+
+namespace tandem {
+
+// Buckets fade slowly: calibration is a property of the draft/target pair more
+// than of the text, and every request of the engine feeds it. Each starts at its
+// midpoint, worth two verdicts.
+ConfidenceCalibration::ConfidenceCalibration() {
+  for (int b = 0; b < kBuckets; ++b) {
+    const double mid = (b + 0.5) / kBuckets;
+    buckets_.emplace_back(0.998, 2 * mid, 2);
+  }
+}
+
+int ConfidenceCalibration::bucket(float confidence) {
+  const int b = static_cast<int>(confidence * kBuckets);
+  return std::clamp(b, 0, kBuckets - 1);
+}
+
+double ConfidenceCalibration::acceptance(float confidence) const {
+  return buckets_[bucket(confidence)].alpha();
+}
+
+void ConfidenceCalibration::record(float confidence, bool accepted) {
+  buckets_[bucket(confidence)].update(accepted ? 1 : 0, !accepted);
+}
+
+void ConfidenceCalibration::record(const Draft& draft, int accepted) {
+  const int n = std::min(draft.tokens.size(), draft.confidence.size());
+  for (int j = 0; j < n && j <= accepted; ++j) record(draft.confidence[j], j < accepted);
+}
+
+CostAwareStop::CostAwareStop(const ConfidenceCalibration& calibration, const CostModel& costs,
+                             std::vector<double> next_alpha, int positions, int drafting,
+                             double tokens_per_ms)
+    : calibration_(calibration),
+      costs_(costs),
+      next_alpha_(std::move(next_alpha)),
+      positions_(positions),
+      drafting_(std::max(drafting, 1)),
+      tokens_per_ms_(tokens_per_ms) {}
+
+double CostAwareStop::reach(const Draft& draft, size_t n) const {
+  double p = 1;
+  for (size_t j = 0; j < n && j < draft.confidence.size(); ++j)
+    p *= calibration_.acceptance(draft.confidence[j]);
+  return p;
+}
+
+double CostAwareStop::extra_position_ms(int drafted_per_request) const {
+  const int m = positions_ + drafting_ * drafted_per_request;
+  return std::max(0.0, costs_.verify_ms(m + 1) - costs_.verify_ms(m));
+}
+
+bool CostAwareStop::keep_drafting(size_t i, const Draft& draft) const {
+  const size_t s = draft.tokens.size();
+  if (draft.confidence.size() < s || i >= next_alpha_.size()) return true;
+  // A draft step is shared by the requests drafting in it.
+  const double cost_ms = costs_.draft_step_ms(drafting_) / drafting_ +
+                         extra_position_ms(static_cast<int>(s));
+  const double gain = reach(draft, s) * next_alpha_[i];
+  return gain >= cost_ms * tokens_per_ms_;
+}
+
+void CostAwareStop::trim(std::vector<Draft>& drafts) const {
+  for (Draft& d : drafts) {
+    size_t n = d.tokens.size();
+    // Only deterministic (greedy) drafts: dropping a sampled token for what it
+    // turned out to be would bias the output, whereas keep_drafting decides on
+    // the next token before it is drawn, which keeps sampling exact.
+    if (d.confidence.size() < n || !d.q.empty()) continue;
+    // Token n adds one token exactly when the target accepts all n.
+    while (n > 0 && reach(d, n) < extra_position_ms(static_cast<int>(n) - 1) * tokens_per_ms_)
+      --n;
+    d.tokens.resize(n);
+    d.confidence.resize(n);
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,73 @@
+// Stopping a draft early (with -k auto). A draft model knows how sure it is of
+// each token it proposes: after a token it chose with probability 0.3 the target
+// rarely agrees, and every draft step after it is wasted twice, once drafting and
+// once verifying. So the drafter asks after every step whether one more token is
+// worth its cost, from
+//  - the probability that the target accepts everything drafted so far (each
+//    token's acceptance read off the draft's confidence in it, calibrated by the
+//    verdicts seen so far), times the acceptance expected of the next token;
+//  - against what that token costs (a draft step plus one more verified
+//    position) at the rate the engine currently makes tokens.
+// The rule decides per token, so a run of confident tokens is drafted long and a
+// doubtful one cut short: the best fixed K can only pick one length for both.
+#pragma once
+#include <vector>
+
+#include "spec/adaptive_k.h"
+#include "spec/drafter.h"
+
+namespace tandem {
+
+// Probability that the target accepts a draft token, by the draft's probability
+// of that token (its confidence). Learned from the verdicts; until then a token
+// is assumed accepted about as often as the draft was sure of it.
+class ConfidenceCalibration {
+ public:
+  ConfidenceCalibration();
+  double acceptance(float confidence) const;
+  void record(float confidence, bool accepted);
+  // Record a verified draft: its judged tokens (up to the first rejection).
+  void record(const Draft& draft, int accepted);
+
+ private:
+  static constexpr int kBuckets = 20;
+  static int bucket(float confidence);
+  std::vector<AcceptanceEstimate> buckets_;
+};
+
+// Asked by a drafter after each draft step.
+class DraftStop {
+ public:
+  virtual ~DraftStop() = default;
+  // Request i has drafted `draft` so far: draft one more token for it?
+  virtual bool keep_drafting(size_t i, const Draft& draft) const = 0;
+};
+
+// The cost rule above, for one round of a batch.
+class CostAwareStop final : public DraftStop {
+ public:
+  // next_alpha[i]: acceptance expected of request i's next token before it is
+  // drafted; positions: tokens the round's verify pass feeds besides drafts;
+  // drafting: requests that draft; tokens_per_ms: the engine's current rate.
+  CostAwareStop(const ConfidenceCalibration& calibration, const CostModel& costs,
+                std::vector<double> next_alpha, int positions, int drafting,
+                double tokens_per_ms);
+  bool keep_drafting(size_t i, const Draft& draft) const override;
+  // Greedy drafts: drop trailing tokens whose verification costs more than they
+  // are expected to add (their draft step is spent; one more verified position
+  // is not). Sampled drafts are left whole (see the definition).
+  void trim(std::vector<Draft>& drafts) const;
+  // Probability that the target accepts every token of the draft.
+  double reach(const Draft& draft, size_t n) const;
+
+ private:
+  double extra_position_ms(int drafted_per_request) const;
+
+  const ConfidenceCalibration& calibration_;
+  const CostModel& costs_;
+  std::vector<double> next_alpha_;
+  int positions_, drafting_;
+  double tokens_per_ms_;
+};
+
+}  // namespace tandem

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "spec/model_drafter.h"
+#include "spec/lookup_first_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -94,6 +95,9 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_option("--draft-vocab", s.draft_vocab,
                   "Draft model: propose only the first N token ids (plus special tokens); "
                   "0 = all; default 32768 for vocabularies over 65536, else all");
+  cmd->add_flag("--draft-lookup", s.lookup,
+                "Draft model: propose an n-gram match from the text so far instead where "
+                "lookups are accepted at least as often as the model's drafts");
 }
 
 SpecOptions spec_options(const SpecCliOptions& s) {
@@ -120,13 +124,18 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
   SpecSetup out;
   if (s.draft.empty()) return out;
   if (s.draft == "ngram") {
+    check(!s.lookup, "--draft-lookup goes with a draft model (-d MODEL), not -d ngram");
     out.drafter = std::make_unique<NgramDrafter>();
     return out;
   }
   out.draft_model = Model::load(s.draft);
   int vocab = s.draft_vocab;
   if (vocab < 0) vocab = out.draft_model->config().vocab_size > 65536 ? 32768 : 0;
-  out.drafter = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab);
+  auto model = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab);
+  if (s.lookup)
+    out.drafter = std::make_unique<LookupFirstDrafter>(std::move(model));
+  else
+    out.drafter = std::move(model);
   return out;
 }
 

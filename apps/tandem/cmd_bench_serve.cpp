@@ -296,7 +296,8 @@ nlohmann::json level_json(const Level& L) {
 void run_bench_serve(const Opts& o) {
   check(o.n >= 1, "-n: the tokens per request must be >= 1, got {}", o.n);
   const std::vector<int> levels = parse_levels(o.levels);
-  const SpecCliOptions spec{o.spec.draft.empty() ? "ngram" : o.spec.draft, o.spec.k};
+  SpecCliOptions spec = o.spec;
+  if (spec.draft.empty()) spec.draft = "ngram";
   spec_options(spec);  // validate -k before the long run
   auto target = Model::load(o.model);
   auto prompts = load_prompt_set(*target, o.prompts);

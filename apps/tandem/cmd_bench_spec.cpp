@@ -196,6 +196,8 @@ void add_bench_spec_command(CLI::App* bench) {
   cmd->add_option("-d,--draft", o.spec.draft, "Draft model, or 'ngram'")->required();
   cmd->add_option("--draft-vocab", o.spec.draft_vocab,
                   "Draft model: propose only the first N token ids (default as for generate)");
+  cmd->add_flag("--draft-lookup", o.spec.lookup,
+                "Draft model: n-gram lookups first where they are accepted as often");
   cmd->add_option("-k", o.k_list, "Comma-separated draft lengths, 'auto' allowed")
       ->capture_default_str();
   cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")

@@ -7,6 +7,7 @@
 
 #include "spec/adaptive_k.h"
 #include "spec/draft_stop.h"
+#include "spec/lookup_first_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "spec/verifier.h"
 #include "support/stats.h"
@@ -231,6 +232,16 @@ TEST(DraftStop, TrimsOnlyGreedyDrafts) {
   EXPECT_EQ(drafts[0].tokens, (std::vector<int>{4, 5}));
   EXPECT_EQ(drafts[0].confidence.size(), 2u);
   EXPECT_EQ(drafts[1].tokens.size(), 3u);
+}
+
+TEST(LookupFirst, LookupLengthKeepsTheChanceOfFullAcceptanceAboveAQuarter) {
+  // 0.9^13 = 0.254, 0.9^14 = 0.229; 0.5^2 = 0.25.
+  EXPECT_EQ(LookupFirstDrafter::lookup_length(0.9, 32), 13);
+  EXPECT_EQ(LookupFirstDrafter::lookup_length(0.9, 5), 5);
+  EXPECT_EQ(LookupFirstDrafter::lookup_length(0.5, 32), 2);
+  EXPECT_EQ(LookupFirstDrafter::lookup_length(0.1, 32), 1);  // at least one token
+  EXPECT_EQ(LookupFirstDrafter::lookup_length(1.0, 7), 7);
+  EXPECT_EQ(LookupFirstDrafter::lookup_length(0.9, 0), 0);
 }
 
 TEST(ChiSquare, UpperTailMatchesKnownQuantiles) {

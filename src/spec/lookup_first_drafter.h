@@ -1,0 +1,54 @@
+// A draft model with prompt lookup in front of it (`--draft-lookup`). Where the
+// text repeats itself (edits, renames, quotes, code that reuses its names) an
+// n-gram match proposes a long run for free; elsewhere the draft model drafts as
+// usual. Per request and per match length it learns how often lookups are
+// accepted, and takes the lookup only where that is at least as good as the
+// draft model's own acceptance: a lookup costs no draft steps, so at equal
+// acceptance it is the better proposal. The draft model's cache catches up on
+// the tokens it did not draft at its next step (its step 0 feeds what it lacks).
+#pragma once
+#include <memory>
+#include <unordered_map>
+
+#include "spec/adaptive_k.h"
+#include "spec/model_drafter.h"
+
+namespace tandem {
+
+class LookupFirstDrafter final : public Drafter {
+ public:
+  // Matches of max_n down to min_n tokens are taken; shorter ones are too often
+  // a coincidence to beat a draft model.
+  explicit LookupFirstDrafter(std::unique_ptr<ModelDrafter> model, int max_n = 4, int min_n = 2);
+
+  std::string name() const override { return "lookup+" + model_->name(); }
+  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+                 std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
+  void sync(const Sequence& seq, const Draft& draft, int accepted) override;
+  void release(const Sequence& seq) override;
+  bool uses_model() const override { return true; }
+  int64_t positions_needed(const Sequence& seq, int k) override {
+    return model_->positions_needed(seq, k);
+  }
+  int64_t free_positions() const override { return model_->free_positions(); }
+  const KVCache* cache() const override { return model_->cache(); }
+
+  // The longest lookup worth verifying at acceptance alpha: the run is cut where
+  // the chance that the target accepts all of it falls below kMinReach.
+  static int lookup_length(double alpha, int k);
+  static constexpr double kMinReach = 0.25;
+
+ private:
+  struct Evidence {
+    std::vector<AcceptanceEstimate> lookup;  // by match length
+    AcceptanceEstimate model{0.97};          // the draft model's drafts
+  };
+  Evidence& evidence(const Sequence& seq);
+
+  std::unique_ptr<ModelDrafter> model_;
+  int max_n_, min_n_;
+  std::unordered_map<int, Evidence> evidence_;  // by sequence id
+  std::vector<int> model_k_;
+};
+
+}  // namespace tandem

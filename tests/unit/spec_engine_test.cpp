@@ -306,3 +306,30 @@ TEST(NgramDrafterEvidence, IsKeptPerRequest) {
   drafter.propose({&a}, {3}, out);
   EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "release forgets the request";
 }
+
+// Lookup-first drafting takes a lookup while lookups are accepted at least as
+// often as the model's drafts, the draft model once they are not, and lookups
+// again once the model does worse.
+TEST(LookupFirstDrafter, TakesWhicheverIsAcceptedMoreOften) {
+  Models m = load_models(Arch::Llama, 384, false);
+  ThreadPool pool(1);
+  KVCacheConfig kv;
+  kv.n_ctx = 64;
+  LookupFirstDrafter drafter(std::make_unique<ModelDrafter>(*m.other, *m.target, pool, kv));
+  const std::vector<int> prompt{5, 6, 7, 5, 6, 7, 5, 6};
+  Sequence a(1, *m.target, greedy_request(prompt, 16));
+  std::vector<Draft> out;
+  drafter.propose({&a}, {3}, out);
+  EXPECT_EQ(out[0].tokens, (std::vector<int>{7, 5, 6}));
+  EXPECT_EQ(out[0].tag, 4) << "a lookup on a 4-token match";
+  drafter.sync(a, out[0], 0);  // rejected at once: 1.6/3 < the model's 2/3
+  drafter.propose({&a}, {3}, out);
+  EXPECT_EQ(out[0].tag, 0) << "the model drafts after a rejected lookup";
+  EXPECT_EQ(out[0].tokens.size(), 3u);
+  drafter.sync(a, out[0], 0);  // the model's draft rejected too: 2/4 < 1.6/3
+  drafter.propose({&a}, {3}, out);
+  EXPECT_EQ(out[0].tag, 4) << "lookups again once the model does worse";
+  drafter.release(a);
+  drafter.propose({&a}, {3}, out);
+  EXPECT_EQ(out[0].tag, 4) << "release forgets the request";
+}

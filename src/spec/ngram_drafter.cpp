@@ -28,9 +28,14 @@ std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int
 }
 
 std::vector<AcceptanceEstimate>& NgramDrafter::evidence(const Sequence& seq) {
-  // Slower fading than a request's overall estimate, and a prior of 1/2 worth 2 trials.
+  // Slower fading than a request's overall estimate, and a prior worth 2 trials:
+  // 1/2, or what all requests so far say of that match length where it is higher.
+  if (overall_.empty()) overall_.assign(max_n_ + 1, AcceptanceEstimate(0.995, 1, 2));
   auto [it, fresh] = evidence_.try_emplace(seq.id());
-  if (fresh) it->second.assign(max_n_ + 1, AcceptanceEstimate(0.98, 1, 2));
+  if (fresh) {
+    for (int n = 0; n <= max_n_; ++n)
+      it->second.emplace_back(0.98, 2 * std::max(0.5, overall_[n].alpha()), 2);
+  }
   return it->second;
 }
 
@@ -51,7 +56,9 @@ double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
 
 void NgramDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
   if (draft.tokens.empty() || draft.tag <= 0 || draft.tag > max_n_) return;
-  evidence(seq)[draft.tag].update(accepted, accepted < static_cast<int>(draft.tokens.size()));
+  const bool rejected = accepted < static_cast<int>(draft.tokens.size());
+  evidence(seq)[draft.tag].update(accepted, rejected);
+  overall_[draft.tag].update(accepted, rejected);
 }
 
 void NgramDrafter::release(const Sequence& seq) { evidence_.erase(seq.id()); }

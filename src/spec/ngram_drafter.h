@@ -36,6 +36,11 @@ class NgramDrafter final : public Drafter {
   // task against free prose), so one request's misses must not silence another.
   std::vector<AcceptanceEstimate>& evidence(const Sequence& seq);  // index: match length
   std::unordered_map<int, std::vector<AcceptanceEstimate>> evidence_;  // by sequence id
+  // The same over every request so far. A new request starts from it where it
+  // is above even odds (copy-heavy traffic: long matches are trusted from the
+  // first round instead of after a ramp of short drafts), from even odds
+  // otherwise (so that no request is kept from trying lookups by others' misses).
+  std::vector<AcceptanceEstimate> overall_;
 };
 
 }  // namespace tandem

@@ -333,3 +333,20 @@ TEST(LookupFirstDrafter, TakesWhicheverIsAcceptedMoreOften) {
   drafter.propose({&a}, {3}, out);
   EXPECT_EQ(out[0].tag, 4) << "release forgets the request";
 }
+
+// A new request starts from what earlier requests say of a match length, where
+// that is better than even odds: copy-heavy traffic trusts long matches at once.
+TEST(NgramDrafterEvidence, NewRequestsStartFromGoodEvidenceOfEarlierOnes) {
+  Models m = load_models(Arch::Llama, 384, false);
+  NgramDrafter drafter;
+  const std::vector<int> prompt{5, 6, 7, 5, 6, 7, 5, 6};
+  Sequence a(1, *m.target, greedy_request(prompt, 16));
+  std::vector<Draft> out;
+  for (int round = 0; round < 20; ++round) {
+    drafter.propose({&a}, {3}, out);
+    drafter.sync(a, out[0], 3);  // accepted whole
+  }
+  Sequence b(2, *m.target, greedy_request(prompt, 16));
+  drafter.propose({&b}, {3}, out);
+  EXPECT_GT(out[0].alpha, 0.8) << "a's acceptances of this match length carry over to b";
+}

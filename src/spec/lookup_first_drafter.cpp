@@ -5,23 +5,16 @@
 
 #include "core/error.h"
 #include "engine/sequence.h"
-#include "spec/ngram_drafter.h"
 
 namespace tandem {
 
 LookupFirstDrafter::LookupFirstDrafter(std::unique_ptr<ModelDrafter> model, int max_n, int min_n)
-    : model_(std::move(model)), max_n_(max_n), min_n_(min_n) {
+    : model_(std::move(model)), lookup_(max_n, min_n, 0.8) {
   check(model_ != nullptr, "lookup-first drafting needs a draft model");
-  check(min_n_ >= 1 && max_n_ >= min_n_, "lookup match lengths {}..{} are not a range", min_n_,
-        max_n_);
 }
 
-LookupFirstDrafter::Evidence& LookupFirstDrafter::evidence(const Sequence& seq) {
-  auto [it, fresh] = evidence_.try_emplace(seq.id());
-  // A lookup starts at 0.8, worth 2 trials: above the model's starting estimate,
-  // so that lookups get tried; a few rejections put them below it.
-  if (fresh) it->second.lookup.assign(max_n_ + 1, AcceptanceEstimate(0.98, 1.6, 2));
-  return it->second;
+AcceptanceEstimate& LookupFirstDrafter::model_evidence(const Sequence& seq) {
+  return model_evidence_.try_emplace(seq.id(), 0.97).first->second;
 }
 
 int LookupFirstDrafter::lookup_length(double alpha, int k) {
@@ -35,40 +28,34 @@ int LookupFirstDrafter::lookup_length(double alpha, int k) {
 double LookupFirstDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
                                    std::vector<Draft>& out, const DraftStop* stop) {
   // Lookups first; the model drafts for the requests they do not serve.
-  std::vector<Draft> lookups(seqs.size());
+  lookup_.propose(seqs, k, lookups_);
   model_k_.assign(k.begin(), k.end());
   for (size_t i = 0; i < seqs.size(); ++i) {
-    if (k[i] <= 0) continue;
-    Evidence& ev = evidence(*seqs[i]);
-    int n = 0;
-    auto tokens = NgramDrafter::lookup(seqs[i]->tokens(), k[i], max_n_, min_n_, &n);
-    if (tokens.empty() || ev.lookup[n].alpha() < ev.model.alpha()) continue;
-    tokens.resize(std::min<size_t>(tokens.size(), lookup_length(ev.lookup[n].alpha(), k[i])));
-    lookups[i].tokens = std::move(tokens);
-    lookups[i].tag = n;
-    lookups[i].alpha = ev.lookup[n].alpha();
+    Draft& l = lookups_[i];
+    if (l.tokens.empty() || l.alpha < model_evidence(*seqs[i]).alpha()) {
+      l.tokens.clear();
+      continue;
+    }
+    l.tokens.resize(std::min<size_t>(l.tokens.size(), lookup_length(l.alpha, k[i])));
     model_k_[i] = 0;
   }
   const double step_ms = model_->propose(seqs, model_k_, out, stop);
   for (size_t i = 0; i < seqs.size(); ++i)
-    if (!lookups[i].tokens.empty()) out[i] = std::move(lookups[i]);
+    if (!lookups_[i].tokens.empty()) std::swap(out[i], lookups_[i]);
   return step_ms;
 }
 
 void LookupFirstDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
-  if (!draft.tokens.empty()) {
-    Evidence& ev = evidence(seq);
-    const bool rejected = accepted < static_cast<int>(draft.tokens.size());
-    if (draft.tag > 0 && draft.tag <= max_n_)
-      ev.lookup[draft.tag].update(accepted, rejected);
-    else
-      ev.model.update(accepted, rejected);
-  }
+  if (draft.tag > 0)
+    lookup_.sync(seq, draft, accepted);
+  else if (!draft.tokens.empty())
+    model_evidence(seq).update(accepted, accepted < static_cast<int>(draft.tokens.size()));
   model_->sync(seq, draft, accepted);
 }
 
 void LookupFirstDrafter::release(const Sequence& seq) {
-  evidence_.erase(seq.id());
+  lookup_.release(seq);
+  model_evidence_.erase(seq.id());
   model_->release(seq);
 }
 

@@ -12,6 +12,7 @@
 
 #include "spec/adaptive_k.h"
 #include "spec/model_drafter.h"
+#include "spec/ngram_drafter.h"
 
 namespace tandem {
 
@@ -39,15 +40,15 @@ class LookupFirstDrafter final : public Drafter {
   static constexpr double kMinReach = 0.25;
 
  private:
-  struct Evidence {
-    std::vector<AcceptanceEstimate> lookup;  // by match length
-    AcceptanceEstimate model{0.97};          // the draft model's drafts
-  };
-  Evidence& evidence(const Sequence& seq);
+  AcceptanceEstimate& model_evidence(const Sequence& seq);
 
   std::unique_ptr<ModelDrafter> model_;
-  int max_n_, min_n_;
-  std::unordered_map<int, Evidence> evidence_;  // by sequence id
+  // The lookups, and their evidence per request and match length. It starts at
+  // 0.8, above the model's starting estimate, so that lookups get tried; a few
+  // rejections put them below it.
+  NgramDrafter lookup_;
+  std::unordered_map<int, AcceptanceEstimate> model_evidence_;  // by sequence id
+  std::vector<Draft> lookups_;  // this round's, reused
   std::vector<int> model_k_;
 };
 

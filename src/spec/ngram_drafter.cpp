@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/error.h"
 #include "engine/sequence.h"
 
 namespace tandem {
@@ -27,14 +28,20 @@ std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int
   return {};
 }
 
+NgramDrafter::NgramDrafter(int max_n, int min_n, double prior)
+    : max_n_(max_n), min_n_(min_n), prior_(prior),
+      overall_(max_n + 1, AcceptanceEstimate(0.995, 1, 2)) {
+  check(min_n >= 1 && max_n >= min_n, "n-gram match lengths {}..{} are not a range", min_n,
+        max_n);
+}
+
 std::vector<AcceptanceEstimate>& NgramDrafter::evidence(const Sequence& seq) {
   // Slower fading than a request's overall estimate, and a prior worth 2 trials:
-  // 1/2, or what all requests so far say of that match length where it is higher.
-  if (overall_.empty()) overall_.assign(max_n_ + 1, AcceptanceEstimate(0.995, 1, 2));
+  // prior_, or what all requests so far say of that match length where it is higher.
   auto [it, fresh] = evidence_.try_emplace(seq.id());
   if (fresh) {
     for (int n = 0; n <= max_n_; ++n)
-      it->second.emplace_back(0.98, 2 * std::max(0.5, overall_[n].alpha()), 2);
+      it->second.emplace_back(0.98, 2 * std::max(prior_, overall_[n].alpha()), 2);
   }
   return it->second;
 }

@@ -12,9 +12,9 @@ namespace tandem {
 
 class NgramDrafter final : public Drafter {
  public:
-  // Matches of max_n down to min_n tokens are tried.
-  explicit NgramDrafter(int max_n = 4, int min_n = 1)
-      : max_n_(max_n), min_n_(min_n) {}
+  // Matches of max_n down to min_n tokens are tried. prior: the acceptance a
+  // request's lookups are first assumed to have, at every match length.
+  explicit NgramDrafter(int max_n = 4, int min_n = 1, double prior = 0.5);
   std::string name() const override { return "ngram"; }
   double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
                  std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
@@ -30,6 +30,7 @@ class NgramDrafter final : public Drafter {
 
  private:
   int max_n_, min_n_;
+  double prior_;
   // Acceptance of proposals by the length of the match that produced them:
   // a 4-token match in copied text is far more reliable than a 1-token one.
   // Kept per request: how predictable text is depends on the request (a copy
@@ -37,8 +38,8 @@ class NgramDrafter final : public Drafter {
   std::vector<AcceptanceEstimate>& evidence(const Sequence& seq);  // index: match length
   std::unordered_map<int, std::vector<AcceptanceEstimate>> evidence_;  // by sequence id
   // The same over every request so far. A new request starts from it where it
-  // is above even odds (copy-heavy traffic: long matches are trusted from the
-  // first round instead of after a ramp of short drafts), from even odds
+  // is above the prior (copy-heavy traffic: long matches are trusted from the
+  // first round instead of after a ramp of short drafts), from the prior
   // otherwise (so that no request is kept from trying lookups by others' misses).
   std::vector<AcceptanceEstimate> overall_;
 };

@@ -147,9 +147,17 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
 
 // Q6_K: as PanelQ4K; group g's step i is at 64i + 4g, and its chain starts from
 // -32 times the group's activation sum (the codes' offset of 32).
+//
+// Short tiles run a group pair's two chains side by side (that hides the
+// dot-product latency); longer ones have chains enough in their rows, and take
+// one group at a time so that chains, codes and accumulators fit the 32
+// registers (two groups at once spill at 6 rows: 3.5 ns per 256 weights and
+// row in cache, 3.35 ns this way; the vpdpbusd bound is 2.1). Either way a group is one integer chain in the same order and the
+// float steps come in the same order, so results are bit-identical.
 template <int R>
 HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
                            int64_t prefetch, float* y, int64_t ldy) {
+  constexpr bool kPairs = R < 4;
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -157,43 +165,66 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
     const uint8_t* rec = panel + sb * kQ6KRecordBytes;
     if (prefetch > 0) PrefetchRecord(rec, kQ6KRecordBytes, prefetch);
     const __m512 d = HalvesToFloats(rec + 3328);
+    auto scale = [&](int g) __attribute__((always_inline)) {
+      const __m128i s = _mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + 16 * g));
+      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)), d);
+    };
+    // Codes of group 2h + j, step i: (high bits & 0x30) | low nibble. Bits
+    // 2k..2k+1 of hv go to bits 4..5, k = (2h + j) % 4.
+    auto codes = [&](int h, int j, int i) __attribute__((always_inline)) {
+      const __m512i v = _mm512_load_si512(rec + 64 * (4 * h + i));
+      const __m512i hv = _mm512_load_si512(rec + 2048 + 64 * (4 * (h / 2) + i));
+      if (j == 0)
+        return _mm512_ternarylogic_epi32(h % 2 == 0 ? _mm512_slli_epi16(hv, 4) : hv, bits45,
+                                         _mm512_and_si512(v, low4), 0xEA);
+      return _mm512_ternarylogic_epi32(
+          h % 2 == 0 ? _mm512_slli_epi16(hv, 2) : _mm512_srli_epi16(hv, 2), bits45,
+          _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), 0xEA);
+    };
     __m512 f[R];
     for (int r = 0; r < R; ++r) f[r] = _mm512_setzero_ps();
 #pragma GCC unroll 8
     for (int h = 0; h < 8; ++h) {
-      const int g0 = 2 * h, g1 = 2 * h + 1;  // the pair's groups: low and high nibbles
-      auto scale = [&](int g) __attribute__((always_inline)) {
-        const __m128i s = _mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + 16 * g));
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)), d);
-      };
-      const __m512 a0 = scale(g0), a1 = scale(g1);
-      __m512i s0[R], s1[R];
-      for (int r = 0; r < R; ++r) {
-        s0[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g0]);
-        s1[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g1]);
-      }
+      if constexpr (kPairs) {
+        const int g0 = 2 * h, g1 = 2 * h + 1;
+        const __m512 a0 = scale(g0), a1 = scale(g1);
+        __m512i s0[R], s1[R];
+        for (int r = 0; r < R; ++r) {
+          s0[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g0]);
+          s1[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g1]);
+        }
 #pragma GCC unroll 4
-      for (int i = 0; i < 4; ++i) {
-        const __m512i v = _mm512_load_si512(rec + 64 * (4 * h + i));
-        const __m512i hv = _mm512_load_si512(rec + 2048 + 64 * (4 * (h / 2) + i));
-        // Bits 2j..2j+1 of hv to bits 4..5, j = g % 4 (even h: j = 0, 1; odd: 2, 3).
-        const __m512i h0 = h % 2 == 0 ? _mm512_slli_epi16(hv, 4) : hv;
-        const __m512i h1 = h % 2 == 0 ? _mm512_slli_epi16(hv, 2) : _mm512_srli_epi16(hv, 2);
-        // (h & 0x30) | low nibble
-        const __m512i c0 = _mm512_ternarylogic_epi32(h0, bits45, _mm512_and_si512(v, low4), 0xEA);
-        const __m512i c1 = _mm512_ternarylogic_epi32(
-            h1, bits45, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), 0xEA);
+        for (int i = 0; i < 4; ++i) {
+          const __m512i c0 = codes(h, 0, i), c1 = codes(h, 1, i);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) {
+            const int8_t* q = x.q[r] + sb * 256;
+            s0[r] = _mm512_dpbusd_epi32(s0[r], c0, Step(q, 64 * i + 4 * g0));
+            s1[r] = _mm512_dpbusd_epi32(s1[r], c1, Step(q, 64 * i + 4 * g1));
+          }
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          const int8_t* q = x.q[r] + sb * 256;
-          s0[r] = _mm512_dpbusd_epi32(s0[r], c0, Step(q, 64 * i + 4 * g0));
-          s1[r] = _mm512_dpbusd_epi32(s1[r], c1, Step(q, 64 * i + 4 * g1));
+          f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[r]), a0, f[r]);
+          f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[r]), a1, f[r]);
         }
-      }
+      } else {
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; ++j) {
+          const int g = 2 * h + j;
+          __m512i s[R];
+          for (int r = 0; r < R; ++r) s[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g]);
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            const __m512i c = codes(h, j, i);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[r]), a0, f[r]);
-        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[r]), a1, f[r]);
+            for (int r = 0; r < R; ++r)
+              s[r] = _mm512_dpbusd_epi32(s[r], c, Step(x.q[r] + sb * 256, 64 * i + 4 * g));
+          }
+          const __m512 a = scale(g);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), a, f[r]);
+        }
       }
     }
 #pragma GCC unroll 8

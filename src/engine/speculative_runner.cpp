@@ -55,6 +55,10 @@ void SpeculativeRunner::prefill(const std::vector<std::pair<Sequence*, int>>& ch
   logits_.resize(completed.size() * size_t(V));
   target_.forward(batch_, cache_, logits_.data());
   const double ms = ms_between(t0, Clock::now());
+  // Long chunks are compute-bound: their cost per position bounds what each
+  // further verified position costs (adaptive K's extrapolation).
+  constexpr int kPrefillSample = 32;
+  if (fed >= kPrefillSample) costs_.record_prefill(fed, ms);
   for (auto [s, n] : chunks) s->stats().prefill_ms += ms;
   for (size_t i = 0; i < completed.size(); ++i)
     completed[i]->accept(sample_next(*completed[i], &logits_[i * V]));
@@ -75,7 +79,7 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
     const int pending = static_cast<int>(s->tokens().size()) - cache_.length(s->target_slot);
     double alpha = s->acceptance.alpha();
     if (s->acceptance.judged() < kMinJudged) alpha = std::max(alpha, kProbeAlpha);
-    batch.push_back({alpha, pending, draft_cap(*s)});
+    batch.push_back({alpha, pending, draft_cap(*s), drafter_->catch_up_ms(*s), s->remaining()});
   }
   // Fixed K without opting out; or free proposals, trimmed after the lookup
   // (step() does that): the caps themselves.
@@ -83,14 +87,19 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
     for (size_t i = 0; i < seqs.size(); ++i) k[i] = batch[i].cap;
     return k;
   }
-  // Costs are learned from the rounds themselves (prefill chunks are a different,
-  // compute-bound regime): first time a plain round of this batch, then a
-  // drafting one, then let the model decide.
+  // Costs are learned from the rounds themselves: first a plain round of this
+  // batch, then one drafting round to measure a draft step and a verify pass
+  // (one request drafts its cap: all of them at once would be a long, costly
+  // verify pass in a big batch), then let the model decide.
   int pending = 0;
   for (const auto& c : batch) pending += c.pending;
   if (!costs_.has_verify(pending)) return k;
-  if (costs_.verify_points() < 2) {
-    for (size_t i = 0; i < seqs.size(); ++i) k[i] = batch[i].cap;
+  if (costs_.verify_points() < 2 || !costs_.has_draft_step()) {
+    for (size_t i = 0; i < seqs.size(); ++i)
+      if (batch[i].cap > 0) {
+        k[i] = batch[i].cap;
+        break;
+      }
     return k;
   }
   k = choose_draft_lengths(batch, k_choices(), costs_);

@@ -25,21 +25,34 @@ void CostModel::record_draft_step(int batch, double ms) {
   if (batch >= 1) record(draft_, batch, ms);
 }
 
-double CostModel::estimate(const std::map<int, double>& points, int m) {
+void CostModel::record_prefill(int tokens, double ms) {
+  if (tokens < 1) return;
+  const double per_token = ms / tokens;
+  prefill_per_token_ = prefill_per_token_ > 0
+                           ? (1 - kEma) * prefill_per_token_ + kEma * per_token
+                           : per_token;
+}
+
+double CostModel::verify_ms(int m) const { return estimate(verify_, m, prefill_per_token_); }
+
+double CostModel::estimate(const std::map<int, double>& points, int m, double min_slope) {
   if (points.empty()) return 1.0;
   auto hit = points.find(m);
   if (hit != points.end()) return hit->second;
+  const auto last = std::prev(points.end());
   if (points.size() == 1) {
-    // One measurement: assume the cost is flat in m until more are measured.
-    return points.begin()->second;
+    // One measurement: flat in m until more are measured, or at least min_slope.
+    return last->second + (m > last->first ? min_slope * (m - last->first) : 0);
   }
   // Linear between the neighbouring measurements, or extrapolated from the two
-  // nearest ones (never decreasing with m, never below a tenth of the cheapest).
+  // nearest ones (never decreasing with m, never below a tenth of the cheapest;
+  // beyond the largest, rising at least min_slope per position).
   auto hi = points.upper_bound(m);
   if (hi == points.end()) --hi;
   if (hi == points.begin()) ++hi;
   auto lo = std::prev(hi);
   const double slope = std::max(0.0, (hi->second - lo->second) / (hi->first - lo->first));
+  if (m > last->first) return last->second + std::max(slope, min_slope) * (m - last->first);
   return std::max(lo->second + slope * (m - lo->first), 0.1 * points.begin()->second);
 }
 
@@ -71,18 +84,20 @@ std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
   int best_k = 0, best_j = 0;
   for (int k : k_choices) {
     if (k <= 0) continue;
-    double tokens = n, drafted = 0;
+    double tokens = n, drafted = 0, catch_up = 0;
     int longest = 0;
     for (int j = 1; j <= n; ++j) {  // the j most promising requests draft
       const auto& c = batch[order[j - 1]];
       const int kk = std::min(k, c.cap);
       if (kk > 0) {
-        tokens += expected_tokens(c.alpha, kk) - 1;
+        const double expected = expected_tokens(c.alpha, kk);
+        tokens += expected - 1;
         drafted += kk;
         longest = std::max(longest, kk);
+        catch_up += c.catch_up_ms * std::min(1.0, expected / std::max(1, c.remaining));
       }
       const double ms = longest * costs.draft_step_ms(j) +
-                        costs.verify_ms(pending + static_cast<int>(drafted));
+                        costs.verify_ms(pending + static_cast<int>(drafted)) + catch_up;
       if (tokens / ms > best) {
         best = tokens / ms;
         best_k = k;

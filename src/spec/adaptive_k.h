@@ -2,6 +2,7 @@
 // expected tokens per second of the whole batch:
 //   tokens = sum over requests of (1 - a_i^(K_i+1)) / (1 - a_i)   (Leviathan et al., 2023)
 //   time   = max_i K_i * draft_step(batch) + verify(total positions)
+//            + each drafting request's share of its one-off catch-up cost
 // from each request's running acceptance estimate a_i and the measured costs of
 // a draft step and of a target forward over that many positions. K = 0 is plain
 // decoding, so a request whose drafts do not pay (or a batch already big enough
@@ -19,18 +20,26 @@ class CostModel {
   void record_verify(int positions, double ms);
   // One draft step for `batch` requests (a batched draft-model forward, or a lookup).
   void record_draft_step(int batch, double ms);
+  // A target prefill chunk of `tokens` positions (compute-bound: its cost per
+  // position is what each further verified position costs at least, once the
+  // weights' streaming is paid for).
+  void record_prefill(int tokens, double ms);
   // Estimated cost of a target forward over m positions: measured points, linear
-  // between them, extrapolated with the fitted slope beyond.
-  double verify_ms(int m) const { return estimate(verify_, m); }
+  // between them, extrapolated beyond the largest with the fitted slope but
+  // never less than prefill's cost per position (a slope fitted to two noisy
+  // decode points can be flat, which would make long drafts look free).
+  double verify_ms(int m) const;
   double draft_step_ms(int batch) const { return draft_.empty() ? 0 : estimate(draft_, batch); }
   // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
   bool has_verify(int m) const { return verify_.count(m) != 0; }
+  bool has_draft_step() const { return !draft_.empty(); }
 
  private:
-  static double estimate(const std::map<int, double>& points, int m);
+  static double estimate(const std::map<int, double>& points, int m, double min_slope = 0);
   std::map<int, double> verify_;  // EMA of the cost per position count
   std::map<int, double> draft_;   // EMA of a draft step's cost per batch size
+  double prefill_per_token_ = 0;  // EMA; 0 until measured
 };
 
 // Running estimate of the probability that the target accepts a drafted token.
@@ -62,6 +71,11 @@ struct DraftCandidate {
   double alpha;  // the request's acceptance estimate
   int pending;   // tokens the round feeds besides drafts (usually 1)
   int cap;       // the most it may draft this round (token limit, context)
+  // One-off cost (ms) of drafting for it at all: a draft model's catch-up on the
+  // tokens its cache lacks (the whole prompt on the first round). A round that
+  // drafts pays its share of it: expected tokens / tokens the request has left.
+  double catch_up_ms = 0;
+  int remaining = 1;  // tokens the request may still generate
 };
 // Draft lengths for a batch: K from `k_choices` (0 is always considered) for the
 // j requests with the highest acceptance, 0 for the rest, maximising expected

@@ -59,6 +59,12 @@ class Drafter {
   // verify and then keeps only the part worth verifying. Otherwise it decides the
   // lengths first and asks for exactly those.
   virtual bool free_proposals() const { return false; }
+  // Milliseconds that drafting for seq would first spend catching up: processing
+  // the tokens the drafter lacks beyond the last one (a draft model's lazy
+  // prefill of the prompt, or the text it missed while the request decoded
+  // plainly), at the rate measured on earlier catch-ups. 0 when there is nothing
+  // to catch up or no measurement yet.
+  virtual double catch_up_ms(const Sequence& seq) const { return 0; }
   // The sequence is finished: free what the drafter holds for it.
   virtual void release(const Sequence& seq) {}
   // KV cache room: the free positions its cache would consume to propose k tokens

@@ -76,6 +76,13 @@ int64_t ModelDrafter::positions_needed(const Sequence& seq, int k) {
 
 ModelDrafter::~ModelDrafter() = default;
 
+double ModelDrafter::catch_up_ms(const Sequence& seq) const {
+  auto it = states_.find(seq.id());
+  const size_t have = it == states_.end() ? 0 : it->second.cached.size();
+  const size_t len = seq.tokens().size();
+  return len > have + 1 ? catch_up_ms_per_token_ * static_cast<double>(len - have - 1) : 0;
+}
+
 std::string ModelDrafter::name() const { return "model:" + draft_.path(); }
 
 ModelDrafter::SeqState* ModelDrafter::state_for(const Sequence& seq) {
@@ -173,6 +180,18 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
     logits_.resize(static_cast<size_t>(batch.logit_rows.size()) * V);
     tf_.forward(batch, *cache_, logits_.data());
     const bool steady = batch.size() == static_cast<int>(batch.logit_rows.size());
+    // A step 0 that caught up on many tokens measures the catch-up rate (a
+    // prefill: compute-bound, so its cost per token is about the same at any size).
+    constexpr int kCatchUpSample = 16;
+    if (step == 0 && batch.size() >= static_cast<int>(jobs.size()) + kCatchUpSample) {
+      const double per_token =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+              .count() /
+          batch.size();
+      catch_up_ms_per_token_ = catch_up_ms_per_token_ > 0
+                                   ? 0.8 * catch_up_ms_per_token_ + 0.2 * per_token
+                                   : per_token;
+    }
     int row = 0;
     for (auto& j : jobs) {
       if (j.k <= step) continue;

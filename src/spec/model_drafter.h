@@ -34,6 +34,7 @@ class ModelDrafter final : public Drafter {
                  std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
   void sync(const Sequence& seq, const Draft& draft, int accepted) override;
   void release(const Sequence& seq) override;
+  double catch_up_ms(const Sequence& seq) const override;
   bool uses_model() const override { return true; }
   int64_t positions_needed(const Sequence& seq, int k) override;
   int64_t free_positions() const override { return cache_->free_positions(); }
@@ -62,6 +63,9 @@ class ModelDrafter final : public Drafter {
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;  // by sequence id
   std::vector<float> logits_;
+  // Milliseconds per token fed by step 0s that caught up on many tokens (EMA;
+  // 0 until one was measured).
+  double catch_up_ms_per_token_ = 0;
 };
 
 // Check that `draft` can draft for `target`: same vocabulary size and the same

@@ -157,6 +157,36 @@ TEST(AdaptiveK, PicksLongDraftsWhenVerifyIsCheapAndAcceptanceHigh) {
   EXPECT_NEAR(expected_tokens(0.5, 2), 1.75, 1e-12);
 }
 
+TEST(AdaptiveK, ExtrapolatesVerifyCostNoFlatterThanPrefill) {
+  // Two noisy decode points of a batch (3 positions slower than 4): the fitted
+  // slope is flat, and 52 positions would look as cheap as 4.
+  CostModel c;
+  c.record_verify(3, 62.0);
+  c.record_verify(4, 60.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(52), 60.0);
+  // A prefill chunk costs 8 ms per position: a bound on each further one.
+  c.record_prefill(100, 800.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(52), 60.0 + 48 * 8.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(4), 60.0) << "measured points stand";
+  // Between measured points the measurements rule, however flat.
+  c.record_verify(20, 70.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(12), 65.0);
+}
+
+TEST(AdaptiveK, ChargesTheCatchUpAgainstTheTokensLeft) {
+  const std::vector<int> ks{1, 2, 3, 4};
+  CostModel c;  // decode 40 ms, +5 ms per verified position, draft step 10 ms
+  c.record_verify(1, 40.0);
+  c.record_verify(5, 60.0);
+  c.record_draft_step(1, 10.0);
+  // Without a catch-up, drafting at 0.8 pays (3 tokens at K = 3 in 85 ms).
+  EXPECT_GT(choose_draft_lengths({{0.8, 1, 4}}, ks, c)[0], 0);
+  // A 600 ms lazy prefill does not, for a request with 20 tokens left...
+  EXPECT_EQ(choose_draft_lengths({{0.8, 1, 4, 600.0, 20}}, ks, c)[0], 0);
+  // ...and does for one with 2000 left.
+  EXPECT_GT(choose_draft_lengths({{0.8, 1, 4, 600.0, 2000}}, ks, c)[0], 0);
+}
+
 TEST(AdaptiveK, InABatchOnlyPromisingRequestsDraft) {
   // Verify cost grows with positions: 4 requests decoding already use 4.
   CostModel c;

@@ -89,15 +89,16 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
   }
   // Costs are learned from the rounds themselves: first a plain round of this
   // batch, then one drafting round to measure a draft step and a verify pass
-  // (one request drafts its cap: all of them at once would be a long, costly
-  // verify pass in a big batch), then let the model decide.
+  // (one request drafting a few tokens: four requests drafting 12 each once
+  // verified 52 positions of the Qwen 1.5B, 600 ms, ten decode steps), then let
+  // the model decide.
   int pending = 0;
   for (const auto& c : batch) pending += c.pending;
   if (!costs_.has_verify(pending)) return k;
   if (costs_.verify_points() < 2 || !costs_.has_draft_step()) {
     for (size_t i = 0; i < seqs.size(); ++i)
       if (batch[i].cap > 0) {
-        k[i] = batch[i].cap;
+        k[i] = std::min(batch[i].cap, kExploreDraft);
         break;
       }
     return k;

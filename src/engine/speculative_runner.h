@@ -43,6 +43,10 @@ constexpr double kProbeAlpha = 0.9;
 // rounds. Measured: Qwen pair on a code prompt, one early rejection kept fixed
 // K = 3 at plain decoding for 60 of 73 rounds.
 constexpr double kMinJudged = 8;
+// The round that first measures a draft step drafts this many tokens (or the
+// cap, if lower) for one request: enough to time steady draft steps and a
+// verify pass over a few positions; beyond them the cost model extrapolates.
+constexpr int kExploreDraft = 4;
 
 struct SpecOptions {
   int k = 5;              // draft length; with adaptive, the most it may choose

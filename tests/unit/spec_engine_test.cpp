@@ -418,3 +418,21 @@ TEST(AdaptiveKExploration, OneRequestOfABatchDraftsTheFirstRound) {
   EXPECT_EQ(std::count(first->begin(), first->end(), 0), 3) << "one request explores";
   EXPECT_EQ(*std::max_element(first->begin(), first->end()), kExploreDraft);
 }
+
+// Drafting one token at a time, every step 0 after an accepted draft feeds two
+// tokens (the draft and the bonus): it still times a draft step, or adaptive K
+// would never learn one (and keep exploring).
+TEST(ModelDrafterCatchUp, OneTokenDraftsStillTimeADraftStep) {
+  Models m = load_models(Arch::Llama, 384, false);
+  ThreadPool pool(1);
+  KVCacheConfig kv;
+  kv.n_ctx = 64;
+  ModelDrafter drafter(*m.same_q8, *m.target, pool, kv);
+  Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(20, 384, 11), 16));
+  std::vector<Draft> out;
+  EXPECT_LT(drafter.propose({&a}, {1}, out), 0) << "a lazy prefill is no draft step";
+  a.accept(out[0].tokens[0]);
+  a.accept(3);  // the bonus token
+  drafter.sync(a, out[0], 1);
+  EXPECT_GT(drafter.propose({&a}, {1}, out), 0);
+}

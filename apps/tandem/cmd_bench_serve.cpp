@@ -37,6 +37,7 @@ struct Opts {
   std::string levels = "1,4,16";
   int n = 64;
   int requests = 0;
+  int reps = 1;
   int threads = 0;
   int system_tokens = 512;
   int prefix_requests = 8;
@@ -86,6 +87,7 @@ struct Trace {
 
 struct Level {
   std::string mode;
+  int rep = 0;
   int concurrency = 0, requests = 0, tokens = 0, mismatches = -1;
   double seconds = 0, ttft_p50 = 0, ttft_p99 = 0, itl_p50 = 0, itl_p99 = 0;
   double acceptance = 0, tokens_per_round = 0;
@@ -278,6 +280,7 @@ std::vector<int> parse_levels(const std::string& s) {
 
 nlohmann::json level_json(const Level& L) {
   nlohmann::json j = {{"mode", L.mode},
+                      {"rep", L.rep},
                       {"concurrency", L.concurrency},
                       {"requests", L.requests},
                       {"generated_tokens", L.tokens},
@@ -311,31 +314,54 @@ void run_bench_serve(const Opts& o) {
              "conc", "reqs", "tokens", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99",
              "accept", "tok/rnd", "same");
   std::vector<Level> rows;
-  nlohmann::json speedup = nlohmann::json::object();
+  // Per level: the speedup pooled over the reps (all speculative tokens over all
+  // their seconds, against the same for plain), and each rep's. Plain and
+  // speculative take turns, so a drift of the machine's speed hits both.
+  nlohmann::json speedup = nlohmann::json::object(), per_rep = nlohmann::json::object();
   for (int c : levels) {
     const int requests = o.requests > 0 ? o.requests : std::max(8, 2 * c);
-    Level plain = run_level(*target, pool, o, "plain", SpecCliOptions{}, c, requests, prompts);
-    Level sp = run_level(*target, pool, o, "spec", spec, c, requests, prompts);
-    if (o.sampling.greedy()) {
-      sp.mismatches = 0;
-      for (size_t i = 0; i < plain.outputs.size(); ++i)
-        sp.mismatches += plain.outputs[i] != sp.outputs[i];
+    double plain_tokens = 0, plain_s = 0, spec_tokens = 0, spec_s = 0;
+    std::vector<double> ratios;
+    for (int rep = 0; rep < o.reps; ++rep) {
+      Level plain = run_level(*target, pool, o, "plain", SpecCliOptions{}, c, requests, prompts);
+      Level sp = run_level(*target, pool, o, "spec", spec, c, requests, prompts);
+      plain.rep = sp.rep = rep;
+      if (o.sampling.greedy()) {
+        sp.mismatches = 0;
+        for (size_t i = 0; i < plain.outputs.size(); ++i)
+          sp.mismatches += plain.outputs[i] != sp.outputs[i];
+      }
+      for (const Level* L : {&plain, &sp})
+        fmt::print(
+            "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
+            "{:>7.3f} {:>7.2f} {:>5}\n",
+            L->mode, L->concurrency, L->requests, L->tokens, L->tok_per_s(), L->ttft_p50,
+            L->ttft_p99, L->itl_p50, L->itl_p99, L->acceptance, L->tokens_per_round,
+            L->mismatches < 0    ? ""
+            : L->mismatches == 0 ? "yes"
+                                 : fmt::format("{} diff", L->mismatches));
+      ratios.push_back(plain.tok_per_s() > 0 ? sp.tok_per_s() / plain.tok_per_s() : 0);
+      plain_tokens += plain.tokens;
+      plain_s += plain.seconds;
+      spec_tokens += sp.tokens;
+      spec_s += sp.seconds;
+      rows.push_back(std::move(plain));
+      rows.push_back(std::move(sp));
     }
-    for (const Level* L : {&plain, &sp})
-      fmt::print(
-          "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
-          "{:>7.3f} {:>7.2f} {:>5}\n",
-          L->mode, L->concurrency, L->requests, L->tokens, L->tok_per_s(), L->ttft_p50, L->ttft_p99,
-          L->itl_p50, L->itl_p99, L->acceptance, L->tokens_per_round,
-          L->mismatches < 0    ? ""
-          : L->mismatches == 0 ? "yes"
-                               : fmt::format("{} diff", L->mismatches));
-    speedup[std::to_string(c)] = plain.tok_per_s() > 0 ? sp.tok_per_s() / plain.tok_per_s() : 0;
-    rows.push_back(std::move(plain));
-    rows.push_back(std::move(sp));
+    const double plain_rate = plain_s > 0 ? plain_tokens / plain_s : 0;
+    speedup[std::to_string(c)] = plain_rate > 0 && spec_s > 0 ? spec_tokens / spec_s / plain_rate : 0;
+    per_rep[std::to_string(c)] = ratios;
   }
   fmt::print("\nspeculative / plain tokens/s:");
-  for (int c : levels) fmt::print(" {:.2f}x at {}", speedup[std::to_string(c)].get<double>(), c);
+  for (int c : levels) {
+    const std::string key = std::to_string(c);
+    fmt::print(" {:.2f}x at {}", speedup[key].get<double>(), c);
+    if (o.reps > 1) {
+      const auto r = per_rep[key].get<std::vector<double>>();
+      fmt::print(" (reps {:.2f}-{:.2f}x)", *std::min_element(r.begin(), r.end()),
+                 *std::max_element(r.begin(), r.end()));
+    }
+  }
   fmt::print("\n");
 
   const PrefixResult px = run_prefix(*target, pool, o);
@@ -359,6 +385,7 @@ void run_bench_serve(const Opts& o) {
   out["levels"] = nlohmann::json::array();
   for (const auto& L : rows) out["levels"].push_back(level_json(L));
   out["spec_speedup"] = speedup;
+  out["spec_speedup_per_rep"] = per_rep;
   out["prefix_cache"] = {{"requests", o.prefix_requests},
                          {"system_tokens", o.system_tokens},
                          {"prompt_tokens", px.prompt_tokens},
@@ -388,6 +415,11 @@ void add_bench_serve_command(CLI::App* bench) {
       ->capture_default_str();
   cmd->add_option("--requests", o.requests,
                   "Requests per level (default: max(8, 2 x concurrency))");
+  cmd->add_option("--reps", o.reps,
+                  "Runs of each level, plain and speculative taking turns (the speedup pools "
+                  "them)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
   cmd->add_option("--system-tokens", o.system_tokens,
                   "Length of the shared system prompt in the prefix cache test")

@@ -278,6 +278,21 @@ std::vector<int> parse_levels(const std::string& s) {
   return out;
 }
 
+void print_row(const Level& L) {
+  fmt::print(
+      "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
+      "{:>7.3f} {:>7.2f} {:>5}\n",
+      L.mode, L.concurrency, L.requests, L.tokens, L.tok_per_s(), L.ttft_p50, L.ttft_p99,
+      L.itl_p50, L.itl_p99, L.acceptance, L.tokens_per_round,
+      L.mismatches < 0    ? ""
+      : L.mismatches == 0 ? "yes"
+                          : fmt::format("{} diff", L.mismatches));
+}
+
+double speedup_of(const Level& plain, const Level& spec) {
+  return plain.tok_per_s() > 0 ? spec.tok_per_s() / plain.tok_per_s() : 0;
+}
+
 nlohmann::json level_json(const Level& L) {
   nlohmann::json j = {{"mode", L.mode},
                       {"rep", L.rep},
@@ -314,13 +329,14 @@ void run_bench_serve(const Opts& o) {
              "conc", "reqs", "tokens", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99",
              "accept", "tok/rnd", "same");
   std::vector<Level> rows;
-  // Per level: the speedup pooled over the reps (all speculative tokens over all
-  // their seconds, against the same for plain), and each rep's. Plain and
-  // speculative take turns, so a drift of the machine's speed hits both.
+  // Per level: each rep's speedup, and the speedup pooled over the reps (all
+  // speculative tokens over their seconds, against the same for plain). Plain
+  // and speculative take turns, so a drift of the machine's speed hits both.
   nlohmann::json speedup = nlohmann::json::object(), per_rep = nlohmann::json::object();
+  std::string summary;
   for (int c : levels) {
     const int requests = o.requests > 0 ? o.requests : std::max(8, 2 * c);
-    double plain_tokens = 0, plain_s = 0, spec_tokens = 0, spec_s = 0;
+    Level plain_pooled, spec_pooled;  // tokens and seconds of all reps
     std::vector<double> ratios;
     for (int rep = 0; rep < o.reps; ++rep) {
       Level plain = run_level(*target, pool, o, "plain", SpecCliOptions{}, c, requests, prompts);
@@ -331,38 +347,26 @@ void run_bench_serve(const Opts& o) {
         for (size_t i = 0; i < plain.outputs.size(); ++i)
           sp.mismatches += plain.outputs[i] != sp.outputs[i];
       }
-      for (const Level* L : {&plain, &sp})
-        fmt::print(
-            "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
-            "{:>7.3f} {:>7.2f} {:>5}\n",
-            L->mode, L->concurrency, L->requests, L->tokens, L->tok_per_s(), L->ttft_p50,
-            L->ttft_p99, L->itl_p50, L->itl_p99, L->acceptance, L->tokens_per_round,
-            L->mismatches < 0    ? ""
-            : L->mismatches == 0 ? "yes"
-                                 : fmt::format("{} diff", L->mismatches));
-      ratios.push_back(plain.tok_per_s() > 0 ? sp.tok_per_s() / plain.tok_per_s() : 0);
-      plain_tokens += plain.tokens;
-      plain_s += plain.seconds;
-      spec_tokens += sp.tokens;
-      spec_s += sp.seconds;
+      print_row(plain);
+      print_row(sp);
+      ratios.push_back(speedup_of(plain, sp));
+      plain_pooled.tokens += plain.tokens;
+      plain_pooled.seconds += plain.seconds;
+      spec_pooled.tokens += sp.tokens;
+      spec_pooled.seconds += sp.seconds;
       rows.push_back(std::move(plain));
       rows.push_back(std::move(sp));
     }
-    const double plain_rate = plain_s > 0 ? plain_tokens / plain_s : 0;
-    speedup[std::to_string(c)] = plain_rate > 0 && spec_s > 0 ? spec_tokens / spec_s / plain_rate : 0;
+    const double pooled = speedup_of(plain_pooled, spec_pooled);
+    speedup[std::to_string(c)] = pooled;
     per_rep[std::to_string(c)] = ratios;
-  }
-  fmt::print("\nspeculative / plain tokens/s:");
-  for (int c : levels) {
-    const std::string key = std::to_string(c);
-    fmt::print(" {:.2f}x at {}", speedup[key].get<double>(), c);
+    summary += fmt::format(" {:.2f}x at {}", pooled, c);
     if (o.reps > 1) {
-      const auto r = per_rep[key].get<std::vector<double>>();
-      fmt::print(" (reps {:.2f}-{:.2f}x)", *std::min_element(r.begin(), r.end()),
-                 *std::max_element(r.begin(), r.end()));
+      const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+      summary += fmt::format(" (reps {:.2f}-{:.2f}x)", *lo, *hi);
     }
   }
-  fmt::print("\n");
+  fmt::print("\nspeculative / plain tokens/s:{}\n", summary);
 
   const PrefixResult px = run_prefix(*target, pool, o);
   const double saved = px.prefill_ms_off - px.prefill_ms_on;

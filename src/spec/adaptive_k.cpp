@@ -6,43 +6,29 @@
 #include <vector>
 
 namespace tandem {
-namespace {
-constexpr double kEma = 0.2;      // weight of a new cost measurement
-}  // namespace
-
-namespace {
-void record(std::map<int, double>& points, int m, double ms) {
-  auto [it, fresh] = points.emplace(m, ms);
-  if (!fresh) it->second = (1 - kEma) * it->second + kEma * ms;
-}
-}  // namespace
 
 void CostModel::record_verify(int positions, double ms) {
-  if (positions >= 1) record(verify_, positions, ms);
+  if (positions >= 1) verify_[positions].add(ms);
 }
 
 void CostModel::record_draft_step(int batch, double ms) {
-  if (batch >= 1) record(draft_, batch, ms);
+  if (batch >= 1) draft_[batch].add(ms);
 }
 
 void CostModel::record_prefill(int tokens, double ms) {
-  if (tokens < 1) return;
-  const double per_token = ms / tokens;
-  prefill_per_token_ = prefill_per_token_ > 0
-                           ? (1 - kEma) * prefill_per_token_ + kEma * per_token
-                           : per_token;
+  if (tokens >= 1) prefill_per_token_.add(ms / tokens);
 }
 
-double CostModel::verify_ms(int m) const { return estimate(verify_, m, prefill_per_token_); }
+double CostModel::verify_ms(int m) const { return estimate(verify_, m, prefill_per_token_.ms()); }
 
-double CostModel::estimate(const std::map<int, double>& points, int m, double min_slope) {
+double CostModel::estimate(const std::map<int, RunningCost>& points, int m, double min_slope) {
   if (points.empty()) return 1.0;
   auto hit = points.find(m);
-  if (hit != points.end()) return hit->second;
+  if (hit != points.end()) return hit->second.ms();
   const auto last = std::prev(points.end());
   if (points.size() == 1) {
     // One measurement: flat in m until more are measured, or at least min_slope.
-    return last->second + (m > last->first ? min_slope * (m - last->first) : 0);
+    return last->second.ms() + (m > last->first ? min_slope * (m - last->first) : 0);
   }
   // Linear between the neighbouring measurements, or extrapolated from the two
   // nearest ones (never decreasing with m, never below a tenth of the cheapest;
@@ -51,9 +37,10 @@ double CostModel::estimate(const std::map<int, double>& points, int m, double mi
   if (hi == points.end()) --hi;
   if (hi == points.begin()) ++hi;
   auto lo = std::prev(hi);
-  const double slope = std::max(0.0, (hi->second - lo->second) / (hi->first - lo->first));
-  if (m > last->first) return last->second + std::max(slope, min_slope) * (m - last->first);
-  return std::max(lo->second + slope * (m - lo->first), 0.1 * points.begin()->second);
+  const double slope =
+      std::max(0.0, (hi->second.ms() - lo->second.ms()) / (hi->first - lo->first));
+  if (m > last->first) return last->second.ms() + std::max(slope, min_slope) * (m - last->first);
+  return std::max(lo->second.ms() + slope * (m - lo->first), 0.1 * points.begin()->second.ms());
 }
 
 void AcceptanceEstimate::update(int accepted, bool rejected) {

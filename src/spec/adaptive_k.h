@@ -13,6 +13,23 @@
 
 namespace tandem {
 
+// A running average of a measured cost: the first measurement sets it, each
+// later one moves it a fifth of the way (costs drift with the machine's load).
+class RunningCost {
+ public:
+  void add(double ms) {
+    ms_ = measured_ ? (1 - kWeight) * ms_ + kWeight * ms : ms;
+    measured_ = true;
+  }
+  double ms() const { return ms_; }  // 0 until measured
+  bool measured() const { return measured_; }
+
+ private:
+  static constexpr double kWeight = 0.2;
+  double ms_ = 0;
+  bool measured_ = false;
+};
+
 // Measured wall-clock costs of the forward passes, in milliseconds.
 class CostModel {
  public:
@@ -36,10 +53,10 @@ class CostModel {
   bool has_draft_step() const { return !draft_.empty(); }
 
  private:
-  static double estimate(const std::map<int, double>& points, int m, double min_slope = 0);
-  std::map<int, double> verify_;  // EMA of the cost per position count
-  std::map<int, double> draft_;   // EMA of a draft step's cost per batch size
-  double prefill_per_token_ = 0;  // EMA; 0 until measured
+  static double estimate(const std::map<int, RunningCost>& points, int m, double min_slope = 0);
+  std::map<int, RunningCost> verify_;  // the cost per position count
+  std::map<int, RunningCost> draft_;   // a draft step's cost per batch size
+  RunningCost prefill_per_token_;
 };
 
 // Running estimate of the probability that the target accepts a drafted token.

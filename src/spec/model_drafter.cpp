@@ -80,7 +80,7 @@ double ModelDrafter::catch_up_ms(const Sequence& seq) const {
   auto it = states_.find(seq.id());
   const size_t have = it == states_.end() ? 0 : it->second.cached.size();
   const size_t len = seq.tokens().size();
-  return len > have + 1 ? catch_up_ms_per_token_ * static_cast<double>(len - have - 1) : 0;
+  return len > have + 1 ? catch_up_per_token_.ms() * static_cast<double>(len - have - 1) : 0;
 }
 
 std::string ModelDrafter::name() const { return "model:" + draft_.path(); }
@@ -186,13 +186,10 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
     // prefill: compute-bound, so its cost per token is about the same at any size).
     constexpr int kCatchUpSample = 16;
     if (step == 0 && batch.size() >= static_cast<int>(jobs.size()) + kCatchUpSample) {
-      const double per_token =
+      catch_up_per_token_.add(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
               .count() /
-          batch.size();
-      catch_up_ms_per_token_ = catch_up_ms_per_token_ > 0
-                                   ? 0.8 * catch_up_ms_per_token_ + 0.2 * per_token
-                                   : per_token;
+          batch.size());
     }
     int row = 0;
     for (auto& j : jobs) {

@@ -12,6 +12,7 @@
 #include "cache/kv_cache_factory.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "spec/adaptive_k.h"
 #include "spec/drafter.h"
 
 namespace tandem {
@@ -63,9 +64,8 @@ class ModelDrafter final : public Drafter {
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;  // by sequence id
   std::vector<float> logits_;
-  // Milliseconds per token fed by step 0s that caught up on many tokens (EMA;
-  // 0 until one was measured).
-  double catch_up_ms_per_token_ = 0;
+  // Milliseconds per token fed by step 0s that caught up on many tokens.
+  RunningCost catch_up_per_token_;
 };
 
 // Check that `draft` can draft for `target`: same vocabulary size and the same

@@ -351,13 +351,18 @@ TEST(NgramDrafterEvidence, NewRequestsStartFromGoodEvidenceOfEarlierOnes) {
   EXPECT_GT(out[0].alpha, 0.8) << "a's acceptances of this match length carry over to b";
 }
 
+// A draft model's own measurements: synthetic models, one thread, a small cache.
+class ModelDrafterCatchUp : public ::testing::Test {
+ protected:
+  ModelDrafterCatchUp() { kv.n_ctx = 128; }
+  Models m = load_models(Arch::Llama, 384, false);
+  ThreadPool pool{1};
+  KVCacheConfig kv;
+};
+
 // A draft model measures what catching up costs per token on a first round's
 // lazy prefill, and prices a request's catch-up by the tokens its cache lacks.
-TEST(ModelDrafterCatchUp, MeasuredOnALazyPrefillAndPricedByTheTokensLacking) {
-  Models m = load_models(Arch::Llama, 384, false);
-  ThreadPool pool(1);
-  KVCacheConfig kv;
-  kv.n_ctx = 128;
+TEST_F(ModelDrafterCatchUp, MeasuredOnALazyPrefillAndPricedByTheTokensLacking) {
   ModelDrafter drafter(*m.other, *m.target, pool, kv);
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 7), 16));
   EXPECT_EQ(drafter.catch_up_ms(a), 0) << "nothing measured yet";
@@ -422,11 +427,7 @@ TEST(AdaptiveKExploration, OneRequestOfABatchDraftsTheFirstRound) {
 // Drafting one token at a time, every step 0 after an accepted draft feeds two
 // tokens (the draft and the bonus): it still times a draft step, or adaptive K
 // would never learn one (and keep exploring).
-TEST(ModelDrafterCatchUp, OneTokenDraftsStillTimeADraftStep) {
-  Models m = load_models(Arch::Llama, 384, false);
-  ThreadPool pool(1);
-  KVCacheConfig kv;
-  kv.n_ctx = 64;
+TEST_F(ModelDrafterCatchUp, OneTokenDraftsStillTimeADraftStep) {
   ModelDrafter drafter(*m.same_q8, *m.target, pool, kv);
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(20, 384, 11), 16));
   std::vector<Draft> out;

@@ -3,6 +3,7 @@
 // environment says TANDEM_KERNELS=ref (for debugging and A/B comparisons).
 #include "kernels/kernels.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -72,9 +73,16 @@ void add_inplace(float* x, const float* b, int n) {
   if (use_ref()) return ref::add_inplace(x, b, n);
   cpu::add_inplace(x, b, n);
 }
-void rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
-  if (use_ref()) return ref::rope(x, n_heads, head_dim, pos, inv_freq, style);
-  cpu::rope(x, n_heads, head_dim, pos, inv_freq, style);
+void rope_angles(int pos, const float* inv_freq, int half, float* cos, float* sin) {
+  for (int i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * inv_freq[i];
+    cos[i] = std::cos(angle);
+    sin[i] = std::sin(angle);
+  }
+}
+void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
+  if (use_ref()) return ref::rope(x, n_heads, head_dim, cos, sin, style);
+  cpu::rope(x, n_heads, head_dim, cos, sin, style);
 }
 void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                const AttentionShape& shape, float* out, ThreadPool& pool) {

@@ -54,9 +54,14 @@ enum class RopeStyle {
   NeoX,    // rotate pairs (i, i + d/2): qwen2, Hugging Face layout
 };
 
-// Rotate n_heads heads of head_dim values in place for position pos, using the
-// head_dim/2 inverse frequencies (any long-context scaling already applied).
-void rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style);
+// The rotation of position pos: cos and sin of pos * inv_freq[i] for the
+// head_dim / 2 inverse frequencies (any long-context scaling already applied).
+// Computed once per position of a forward pass and shared by every layer's Q
+// and K (per call they were a fifth of the verify pass's non-matmul time).
+void rope_angles(int pos, const float* inv_freq, int half, float* cos, float* sin);
+
+// Rotate n_heads heads of head_dim values in place by the angles of one position.
+void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style);
 
 // K and V of one layer for one sequence. Position p lives in block p / block_size
 // at row p % block_size; a row holds n_kv_heads * head_dim values of `type`

@@ -100,6 +100,13 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
 
   for (int i = 0; i < n; ++i) kernels::get_row(W.tok_embd, b.tokens[i], &x_[size_t(i) * d]);
 
+  const int half = hd / 2;
+  rope_cos_.resize(size_t(n) * half);
+  rope_sin_.resize(size_t(n) * half);
+  for (int i = 0; i < n; ++i)
+    kernels::rope_angles(b.positions[i], inv_freq_.data(), half, &rope_cos_[size_t(i) * half],
+                         &rope_sin_[size_t(i) * half]);
+
   const kernels::AttentionShape ashape{c_.n_heads, c_.n_kv_heads, hd,
                                        1.0f / std::sqrt(static_cast<float>(hd))};
   for (int l = 0; l < c_.n_layers; ++l) {
@@ -122,8 +129,10 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
         kernels::add_inplace(k, F.bk.data(), kv_dim);
         kernels::add_inplace(v, F.bv.data(), kv_dim);
       }
-      kernels::rope(q, c_.n_heads, hd, b.positions[i], inv_freq_.data(), c_.rope_style);
-      kernels::rope(k, c_.n_kv_heads, hd, b.positions[i], inv_freq_.data(), c_.rope_style);
+      const float* cos = &rope_cos_[size_t(i) * half];
+      const float* sin = &rope_sin_[size_t(i) * half];
+      kernels::rope(q, c_.n_heads, hd, cos, sin, c_.rope_style);
+      kernels::rope(k, c_.n_kv_heads, hd, cos, sin, c_.rope_style);
       cache.store(b.slots[i], l, b.positions[i], k, v);
     }
     for (const auto& r : runs)
@@ -141,9 +150,14 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
       float* y[] = {gate_.data(), up_.data()};
       kernels::matmul_multi(w, 2, xn_.data(), n, y, pool_);
     }
-    for (int i = 0; i < n; ++i)
-      kernels::swiglu(&gate_[size_t(i) * c_.d_ff], &up_[size_t(i) * c_.d_ff], c_.d_ff,
-                      &hidden_[size_t(i) * c_.d_ff]);
+    // The positions' gate, up and hidden rows are contiguous: one element-wise
+    // pass over all of them, shared by the threads.
+    pool_.parallel_for(
+        int64_t{n} * c_.d_ff,
+        [&](int64_t b0, int64_t b1, int) {
+          kernels::swiglu(&gate_[b0], &up_[b0], static_cast<int>(b1 - b0), &hidden_[b0]);
+        },
+        64);
     kernels::matmul(L.w_down, hidden_.data(), n, out_.data(), pool_);
     for (int i = 0; i < n; ++i)
       kernels::add_inplace(&x_[size_t(i) * d], &out_[size_t(i) * d], d);

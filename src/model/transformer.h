@@ -51,6 +51,7 @@ class Transformer {
   const ModelConfig& c_;
   ThreadPool& pool_;
   std::vector<float> inv_freq_;
+  std::vector<float> rope_cos_, rope_sin_;  // per position of the batch: rope_angles
   // Norm weights and biases as F32 (files may store them as F16/BF16).
   struct LayerF32 { std::vector<float> attn_norm, ffn_norm, bq, bk, bv; };
   std::vector<LayerF32> layer_f32_;

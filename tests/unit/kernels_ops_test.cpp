@@ -119,8 +119,10 @@ TEST(Elementwise, RopeMatchesReference) {
   for (int i = 0; i < 32; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / 64.0f);
   for (auto style : {kernels::RopeStyle::Normal, kernels::RopeStyle::NeoX}) {
     auto a = randn(3 * 64, 8), b = a;
-    kernels::cpu::rope(a.data(), 3, 64, 417, inv_freq.data(), style);
-    kernels::ref::rope(b.data(), 3, 64, 417, inv_freq.data(), style);
+    std::vector<float> cos(32), sin(32);
+    kernels::rope_angles(417, inv_freq.data(), 32, cos.data(), sin.data());
+    kernels::cpu::rope(a.data(), 3, 64, cos.data(), sin.data(), style);
+    kernels::ref::rope(b.data(), 3, 64, cos.data(), sin.data(), style);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6f) << "element " << i;
   }
 }

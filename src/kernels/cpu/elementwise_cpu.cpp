@@ -59,17 +59,9 @@ void AddInplace(float* x, const float* b, int n) {
   for (; i < n; ++i) x[i] += b[i];
 }
 
-// cos and sin are computed once per frequency (as the reference does) and the
-// rotation is vectorised for the NeoX layout, whose pairs are half a head apart.
-void Rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
+// The rotation is vectorised for the NeoX layout, whose pairs are half a head apart.
+void Rope(float* x, int n_heads, int head_dim, const float* c, const float* s, RopeStyle style) {
   const int half = head_dim / 2;
-  constexpr int kMaxHalf = 512;
-  float c[kMaxHalf], s[kMaxHalf];
-  for (int i = 0; i < half; ++i) {
-    const float angle = static_cast<float>(pos) * inv_freq[i];
-    c[i] = std::cos(angle);
-    s[i] = std::sin(angle);
-  }
   const hn::ScalableTag<float> df;
   const int L = static_cast<int>(hn::Lanes(df));
   for (int h = 0; h < n_heads; ++h) {
@@ -121,10 +113,9 @@ void swiglu(const float* gate, const float* up, int n, float* out) {
   HWY_DYNAMIC_DISPATCH(SwiGLU)(gate, up, n, out);
 }
 void add_inplace(float* x, const float* b, int n) { HWY_DYNAMIC_DISPATCH(AddInplace)(x, b, n); }
-void rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
-  check(head_dim % 2 == 0 && head_dim <= 1024, "rope: head_dim {} must be even and at most 1024",
-        head_dim);
-  HWY_DYNAMIC_DISPATCH(Rope)(x, n_heads, head_dim, pos, inv_freq, style);
+void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
+  check(head_dim % 2 == 0, "rope: head_dim {} must be even", head_dim);
+  HWY_DYNAMIC_DISPATCH(Rope)(x, n_heads, head_dim, cos, sin, style);
 }
 }  // namespace tandem::kernels::cpu
 #endif

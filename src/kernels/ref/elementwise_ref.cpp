@@ -20,11 +20,10 @@ void add_inplace(float* x, const float* b, int n) {
   for (int i = 0; i < n; ++i) x[i] += b[i];
 }
 
-void rope(float* x, int n_heads, int head_dim, int pos, const float* inv_freq, RopeStyle style) {
+void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
   const int half = head_dim / 2;
   for (int i = 0; i < half; ++i) {
-    const float angle = static_cast<float>(pos) * inv_freq[i];
-    const float c = std::cos(angle), s = std::sin(angle);
+    const float c = cos[i], s = sin[i];
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + static_cast<size_t>(h) * head_dim;
       // Normal pairs (2i, 2i+1); NeoX pairs (i, i + half).

@@ -2,8 +2,10 @@
 //
 // Work is split by (KV head, tile of up to kTile query rows). A job walks the
 // cache in blocks of kKeyBlock positions, widens each block's K and V rows of its
-// KV head to F32 once and applies them to every query head of the group and
-// every row of the tile (GQA: each KV head is read once per tile). Key blocks
+// KV head to F32 once (K transposed, so that a block's scores are computed along
+// the lanes, four (row, head) pairs at a time) and applies them to every query
+// head of the group and every row of the tile (GQA: each KV head is read once
+// per tile). Key blocks
 // start at multiples of kKeyBlock in absolute position and every row stops at
 // its own position, so a row's arithmetic is the same whichever rows share the
 // call (batch invariance).
@@ -104,7 +106,7 @@ HWY_INLINE void ScorePairs(const float* const* q, const float* kt, int hd, float
 
 // o = o * c + p[0] v[0] + p[1] v[1] + ... + p[n-1] v[n-1] over hd values, the
 // terms added in that order; up to 8 vectors of o stay in registers over all n
-// value rows (loading and storing o per row made 6 query rows cost 3.9x one).
+// value rows instead of being loaded and stored once per row.
 template <int NV>
 HWY_INLINE void AccumulateChunk(float* o, const VF vc, const float* p, const float* v, int n,
                                 int hd) {

@@ -73,6 +73,10 @@ void add_inplace(float* x, const float* b, int n) {
   if (use_ref()) return ref::add_inplace(x, b, n);
   cpu::add_inplace(x, b, n);
 }
+int argmax(const float* x, int n) {
+  if (use_ref()) return ref::argmax(x, n);
+  return cpu::argmax(x, n);
+}
 void rope_angles(int pos, const float* inv_freq, int half, float* cos, float* sin) {
   for (int i = 0; i < half; ++i) {
     const float angle = static_cast<float>(pos) * inv_freq[i];

@@ -48,6 +48,8 @@ void swiglu(const float* gate, const float* up, int n, float* out);
 
 // x += b, elementwise.
 void add_inplace(float* x, const float* b, int n);
+// The first index of the largest of n values, or -1 if any is NaN.
+int argmax(const float* x, int n);
 
 enum class RopeStyle {
   Normal,  // rotate adjacent pairs (2i, 2i+1): GGUF llama (weights pre-permuted)

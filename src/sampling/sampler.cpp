@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 
 namespace tandem {
 
@@ -22,11 +23,10 @@ void SamplingParams::validate() const {
 }
 
 int argmax(const float* x, int n) {
-  int best = 0;
-  for (int i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  for (int i = 0; i < n; ++i)
-    if (std::isnan(x[i])) fail("the model produced NaN logits (token {})", i);
+  const int best = kernels::argmax(x, n);
+  if (best < 0)
+    for (int i = 0; i < n; ++i)
+      if (std::isnan(x[i])) fail("the model produced NaN logits (token {})", i);
   return best;
 }
 

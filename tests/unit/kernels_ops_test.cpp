@@ -3,9 +3,11 @@
 // call), and the thread pool.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -110,6 +112,34 @@ TEST(Elementwise, MatchReference) {
   kernels::cpu::add_inplace(a.data(), w.data(), n);
   kernels::ref::add_inplace(b.data(), w.data(), n);
   EXPECT_EQ(a, b);  // one rounding per element either way
+}
+
+TEST(Elementwise, ArgmaxFindsTheFirstMaximumAnywhereAndReportsNaN) {
+  // A vocabulary-sized row (not a multiple of any vector width) with the
+  // maximum placed in the vector part, in the scalar tail, tied, and with
+  // infinities and NaN about: the vector kernel must agree with the scalar one.
+  const int n = 151936 + 7;
+  auto x = randn(n, 21);
+  for (int at : {0, 5, 4099, n - 9, n - 1}) {
+    auto y = x;
+    y[at] = 100.0f;
+    EXPECT_EQ(kernels::cpu::argmax(y.data(), n), at);
+    y[n - 3] = 100.0f;  // a later tie does not win
+    EXPECT_EQ(kernels::cpu::argmax(y.data(), n), std::min(at, n - 3));
+    EXPECT_EQ(kernels::cpu::argmax(y.data(), n), kernels::ref::argmax(y.data(), n));
+  }
+  auto y = x;
+  y[17] = -INFINITY;
+  y[40] = INFINITY;
+  EXPECT_EQ(kernels::cpu::argmax(y.data(), n), 40);
+  std::vector<float> all_low(33, -INFINITY);
+  EXPECT_EQ(kernels::cpu::argmax(all_low.data(), 33), 0);  // as the scalar scan: the first
+  for (int at : {3, n - 2}) {
+    y = x;
+    y[at] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_EQ(kernels::cpu::argmax(y.data(), n), -1) << "NaN at " << at;
+    EXPECT_EQ(kernels::ref::argmax(y.data(), n), -1) << "NaN at " << at;
+  }
 }
 
 TEST(Elementwise, RopeMatchesReference) {

@@ -11,6 +11,7 @@ void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
 void rmsnorm(const float* x, const float* w, int n, float eps, float* out);
 void swiglu(const float* gate, const float* up, int n, float* out);
 void add_inplace(float* x, const float* b, int n);
+int argmax(const float* x, int n);
 void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style);
 void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                const AttentionShape& shape, float* out, ThreadPool& pool);

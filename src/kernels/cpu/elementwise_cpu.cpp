@@ -9,6 +9,7 @@
 #include <hwy/contrib/math/math-inl.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -89,6 +90,43 @@ void Rope(float* x, int n_heads, int head_dim, const float* c, const float* s, R
   }
 }
 
+// The first index of the largest value, or -1 if any value is NaN: a vector
+// maximum, then a vector search for its first occurrence. (A scalar scan took
+// 0.64 ms over a 151,936-token vocabulary, 6% of a speculative round.)
+int ArgMax(const float* x, int n) {
+  const hn::ScalableTag<float> df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  auto vmax = hn::Set(df, -INFINITY);
+  auto nan = hn::Zero(df);  // lanes that saw a NaN are nonzero (NaN)
+  int i = 0;
+  for (; i + L <= n; i += L) {
+    const auto v = hn::LoadU(df, x + i);
+    vmax = hn::Max(vmax, v);
+    nan = hn::Add(nan, hn::Sub(v, v));  // v - v is 0, or NaN for NaN and ±inf
+  }
+  float m = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  for (int j = i; j < n; ++j) {
+    if (std::isnan(x[j])) return -1;
+    m = std::max(m, x[j]);
+  }
+  alignas(64) float lanes[hn::MaxLanes(df)];
+  hn::Store(nan, df, lanes);
+  for (int l = 0; l < L; ++l)
+    if (std::isnan(lanes[l])) {  // a NaN, or an infinity: look closer
+      for (int j = 0; j < n; ++j)
+        if (std::isnan(x[j])) return -1;
+      break;
+    }
+  const auto vm = hn::Set(df, m);
+  for (i = 0; i + L <= n; i += L) {
+    const intptr_t first = hn::FindFirstTrue(df, hn::Eq(hn::LoadU(df, x + i), vm));
+    if (first >= 0) return i + static_cast<int>(first);
+  }
+  for (; i < n; ++i)
+    if (x[i] == m) return i;
+  return 0;  // n == 0
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace tandem::kernels::cpu::HWY_NAMESPACE
@@ -103,6 +141,7 @@ HWY_EXPORT(SwiGLU);
 HWY_EXPORT(AddInplace);
 HWY_EXPORT(Rope);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(ArgMax);
 
 const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
 
@@ -113,6 +152,7 @@ void swiglu(const float* gate, const float* up, int n, float* out) {
   HWY_DYNAMIC_DISPATCH(SwiGLU)(gate, up, n, out);
 }
 void add_inplace(float* x, const float* b, int n) { HWY_DYNAMIC_DISPATCH(AddInplace)(x, b, n); }
+int argmax(const float* x, int n) { return HWY_DYNAMIC_DISPATCH(ArgMax)(x, n); }
 void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
   check(head_dim % 2 == 0, "rope: head_dim {} must be even", head_dim);
   HWY_DYNAMIC_DISPATCH(Rope)(x, n_heads, head_dim, cos, sin, style);

@@ -20,6 +20,15 @@ void add_inplace(float* x, const float* b, int n) {
   for (int i = 0; i < n; ++i) x[i] += b[i];
 }
 
+int argmax(const float* x, int n) {
+  int best = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return -1;
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
 void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
   const int half = head_dim / 2;
   for (int i = 0; i < half; ++i) {

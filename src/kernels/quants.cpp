@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quant_blocks.h"
 
 namespace tandem {
@@ -165,12 +166,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   if (dtype_is_quantized(t)) check_finite(t, src, n);
   switch (t) {
     case DType::F32: std::memcpy(d, src, static_cast<size_t>(n) * sizeof(float)); return;
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = f32_to_f16(src[i]);
-        std::memcpy(d + 2 * i, &h, 2);
-      }
-      return;
+    case DType::F16: return kernels::cpu::f32_to_f16_row(src, d, n);  // vectorised, same bits
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h = f32_to_bf16(src[i]);

@@ -4,8 +4,9 @@
 // small M measures how close a kernel gets to memory bandwidth and
 // larger M how much compute each extra row adds (weight-stationary tiles).
 // MatmulInCache runs one thread on a matrix that stays in L2 (K = 1536, about
-// 1 MB of columns: with 128 columns the per-call costs doubled the figures) and reports nanoseconds per 256 weights (one super-block or eight
-// legacy blocks) and per activation row: the kernel's compute speed, the other
+// 1 MB of columns: with 128 columns the per-call costs doubled the figures) and
+// reports nanoseconds per 256 weights (one super-block or eight legacy blocks)
+// and per activation row: the kernel's compute speed, the other
 // side of the roofline. VnniPeak is the ceiling of that compute side: one
 // core's rate of the 512-bit int8 dot-product instruction.
 //
@@ -133,7 +134,8 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   constexpr int64_t K = 1536;
   static ThreadPool one(1);
   const size_t row_bytes = dtype_row_bytes(t, K);
-  const int64_t N = std::max<int64_t>(16, (int64_t{1} << 20) / static_cast<int64_t>(row_bytes) / 16 * 16);
+  const int64_t N =
+      std::max<int64_t>(16, (int64_t{1} << 20) / static_cast<int64_t>(row_bytes) / 16 * 16);
   std::vector<uint8_t> bytes(row_bytes * N);
   std::mt19937 rng(4);
   std::normal_distribution<float> dist(0.0f, 1.0f);

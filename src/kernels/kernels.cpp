@@ -84,7 +84,8 @@ void rope_angles(int pos, const float* inv_freq, int half, float* cos, float* si
     sin[i] = std::sin(angle);
   }
 }
-void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
+void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+          RopeStyle style) {
   if (use_ref()) return ref::rope(x, n_heads, head_dim, cos, sin, style);
   cpu::rope(x, n_heads, head_dim, cos, sin, style);
 }

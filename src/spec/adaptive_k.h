@@ -22,7 +22,6 @@ class RunningCost {
     measured_ = true;
   }
   double ms() const { return ms_; }  // 0 until measured
-  bool measured() const { return measured_; }
 
  private:
   static constexpr double kWeight = 0.2;

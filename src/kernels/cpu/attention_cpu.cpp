@@ -147,6 +147,36 @@ struct RowState {
 
 constexpr int kPairs = 4;  // (row, head) pairs scored together: 8 independent FMA chains
 
+// One key block for one (row, head): the first n of its kKeyBlock scores sc
+// (the rest masked) turned into weights in place, the running max and
+// denominator updated, o rescaled and the block's value rows added. Max and sum
+// are taken as vectors over the whole block (scalar loops were serial chains of
+// 32 steps per pair and block).
+HWY_INLINE void OnlineSoftmaxStep(float* sc, int n, const float* v, int hd, RowState& st,
+                                  float* o) {
+  const DF df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  auto valid = [&](int j) {  // the keys of the vector at j that row sees
+    return hn::Lt(hn::Iota(df, static_cast<float>(j)), hn::Set(df, float(n)));
+  };
+  auto vmax = hn::Set(df, -INFINITY);
+  for (int j = 0; j < kKeyBlock; j += L)
+    vmax = hn::Max(vmax, hn::IfThenElse(valid(j), hn::LoadU(df, sc + j), hn::Set(df, -INFINITY)));
+  const float new_max = std::max(st.max, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+  // exp(-inf) = 0: the first block rescales nothing.
+  const float correction = st.max == -INFINITY ? 0.0f : std::exp(st.max - new_max);
+  vmax = hn::Set(df, new_max);
+  auto vsum = hn::Zero(df);
+  for (int j = 0; j < kKeyBlock; j += L) {
+    const auto e = hn::IfThenElseZero(valid(j), hn::Exp(df, hn::Sub(hn::LoadU(df, sc + j), vmax)));
+    hn::StoreU(e, df, sc + j);
+    vsum = hn::Add(vsum, e);
+  }
+  st.denom = st.denom * correction + hn::GetLane(hn::SumOfLanes(df, vsum));
+  st.max = new_max;
+  AccumulateValues(o, correction, sc, v, n, hd);
+}
+
 void AttendTile(const Job& job, int g, int r0, int r1) {
   const AttentionShape& sh = *job.shape;
   const int hd = sh.head_dim, group = sh.n_heads / sh.n_kv_heads;
@@ -163,8 +193,6 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
 
   int last = 0;
   for (int i = r0; i < r1; ++i) last = std::max(last, job.pos[i]);
-  const DF df;
-  const int L = static_cast<int>(hn::Lanes(df));
   alignas(64) float scores[kPairs][kKeyBlock];
   for (int p0 = 0; p0 <= last; p0 += kKeyBlock) {
     const int p1 = std::min(p0 + kKeyBlock, last + 1);
@@ -191,32 +219,8 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
       for (int k = 0; k < count; ++k) {
         const int i = r0 + pair_id[k] / group;
         const int n = std::min(p1, job.pos[i] + 1) - p0;  // keys of this block row i sees
-        float* sc = scores[k];
-        RowState& st = state[pair_id[k]];
-        float* o = &obuf[size_t(pair_id[k]) * hd];
-        // Max and sum as vectors over the whole block, the keys past n masked
-        // (scalar loops were serial chains of 32 steps per pair and block).
-        auto vmax = hn::Set(df, -INFINITY);
-        for (int j = 0; j < kKeyBlock; j += L) {
-          const auto valid = hn::Lt(hn::Iota(df, static_cast<float>(j)), hn::Set(df, float(n)));
-          vmax = hn::Max(vmax, hn::IfThenElse(valid, hn::LoadU(df, sc + j), hn::Set(df, -INFINITY)));
-        }
-        const float new_max = std::max(st.max, hn::GetLane(hn::MaxOfLanes(df, vmax)));
-        // exp(-inf) = 0: the first block rescales nothing.
-        const float correction = st.max == -INFINITY ? 0.0f : std::exp(st.max - new_max);
-        vmax = hn::Set(df, new_max);
-        auto vsum = hn::Zero(df);
-        for (int j = 0; j < kKeyBlock; j += L) {
-          const auto s = hn::LoadU(df, sc + j);
-          const auto valid = hn::Lt(hn::Iota(df, static_cast<float>(j)), hn::Set(df, float(n)));
-          const auto e = hn::IfThenElseZero(valid, hn::Exp(df, hn::Sub(s, vmax)));
-          hn::StoreU(e, df, sc + j);
-          vsum = hn::Add(vsum, e);
-        }
-        const float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
-        st.denom = st.denom * correction + sum;
-        st.max = new_max;
-        AccumulateValues(o, correction, sc, vbuf.data(), n, hd);
+        OnlineSoftmaxStep(scores[k], n, vbuf.data(), hd, state[pair_id[k]],
+                          &obuf[size_t(pair_id[k]) * hd]);
       }
       count = 0;
     };

@@ -99,26 +99,19 @@ int ArgMax(const float* x, int n) {
   const hn::ScalableTag<float> df;
   const int L = static_cast<int>(hn::Lanes(df));
   auto vmax = hn::Set(df, -INFINITY);
-  auto nan = hn::Zero(df);  // lanes that saw a NaN are nonzero (NaN)
+  auto nan = hn::Zero(df);  // all-ones lanes where a NaN was seen
   int i = 0;
   for (; i + L <= n; i += L) {
     const auto v = hn::LoadU(df, x + i);
     vmax = hn::Max(vmax, v);
-    nan = hn::Add(nan, hn::Sub(v, v));  // v - v is 0, or NaN for NaN and ±inf
+    nan = hn::Or(nan, hn::VecFromMask(df, hn::IsNaN(v)));
   }
+  if (!hn::AllFalse(df, hn::MaskFromVec(nan))) return -1;
   float m = hn::GetLane(hn::MaxOfLanes(df, vmax));
   for (int j = i; j < n; ++j) {
     if (std::isnan(x[j])) return -1;
     m = std::max(m, x[j]);
   }
-  alignas(64) float lanes[hn::MaxLanes(df)];
-  hn::Store(nan, df, lanes);
-  for (int l = 0; l < L; ++l)
-    if (std::isnan(lanes[l])) {  // a NaN, or an infinity: look closer
-      for (int j = 0; j < n; ++j)
-        if (std::isnan(x[j])) return -1;
-      break;
-    }
   const auto vm = hn::Set(df, m);
   for (i = 0; i + L <= n; i += L) {
     const intptr_t first = hn::FindFirstTrue(df, hn::Eq(hn::LoadU(df, x + i), vm));
@@ -180,7 +173,8 @@ int argmax(const float* x, int n) { return HWY_DYNAMIC_DISPATCH(ArgMax)(x, n); }
 void f32_to_f16_row(const float* x, void* out, int64_t n) {
   HWY_DYNAMIC_DISPATCH(F32ToF16)(x, static_cast<uint8_t*>(out), n);
 }
-void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
+void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+          RopeStyle style) {
   check(head_dim % 2 == 0, "rope: head_dim {} must be even", head_dim);
   HWY_DYNAMIC_DISPATCH(Rope)(x, n_heads, head_dim, cos, sin, style);
 }

@@ -29,7 +29,8 @@ int argmax(const float* x, int n) {
   return best;
 }
 
-void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin, RopeStyle style) {
+void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+          RopeStyle style) {
   const int half = head_dim / 2;
   for (int i = 0; i < half; ++i) {
     const float c = cos[i], s = sin[i];

@@ -48,14 +48,15 @@ class AttentionTest : public ::testing::TestWithParam<DType> {};
 // each output is a convex combination of V values (|v| <~ 5 here), formed with
 // a few hundred float operations, so 1e-4 absolute leaves ample room over the
 // ~1e-6 actually seen while catching any wrong weight or position (errors of
-// order 0.1).
-TEST_P(AttentionTest, MatchesReference) {
-  const KVCacheShape shape{1, 2, 64};
-  const int n_heads = 6, n_q = 5, len = 77;  // 77: key blocks of 32 plus a ragged end
-  FilledCache fc(shape, len, GetParam());
-  const kernels::AttentionShape ash{n_heads, 2, 64, 0.125f};
-  auto q = randn(size_t(n_q) * n_heads * 64, 3);
-  std::vector<int> pos = {72, 73, 74, 75, 76};
+// order 0.1). The last n_q positions of a cache of len attend.
+void expect_attention_matches_reference(int n_kv, int n_heads, int hd, int n_q, int len,
+                                        DType type) {
+  const KVCacheShape shape{1, n_kv, hd};
+  FilledCache fc(shape, len, type);
+  const kernels::AttentionShape ash{n_heads, n_kv, hd, 1.0f / std::sqrt(float(hd))};
+  auto q = randn(size_t(n_q) * n_heads * hd, 3);
+  std::vector<int> pos(n_q);
+  for (int i = 0; i < n_q; ++i) pos[i] = len - n_q + i;
   std::vector<float> fast(q.size()), ref(q.size());
   ThreadPool pool(2);
   kernels::cpu::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, fast.data(),
@@ -63,6 +64,22 @@ TEST_P(AttentionTest, MatchesReference) {
   kernels::ref::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, ref.data(),
                           pool);
   for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-4f) << "element " << i;
+}
+
+TEST_P(AttentionTest, MatchesReference) {
+  // 77: key blocks of 32 plus a ragged end; 6 heads over 2: pairs of rows share a score pass.
+  expect_attention_matches_reference(2, 6, 64, 5, 77, GetParam());
+}
+
+TEST_P(AttentionTest, MatchesReferenceAtQwenShape) {
+  // Qwen2.5-1.5B's heads (12 over 2, 128 wide), a verify pass of 7 rows.
+  expect_attention_matches_reference(2, 12, 128, 7, 301, GetParam());
+}
+
+TEST_P(AttentionTest, MatchesReferenceWithHeadDimOffTheVectorWidth) {
+  // 40 values per head: the keys take the transposition one value at a time
+  // and every vector loop has a tail.
+  expect_attention_matches_reference(1, 3, 40, 4, 45, GetParam());
 }
 
 TEST_P(AttentionTest, RowsBitIdenticalAloneOrTogether) {

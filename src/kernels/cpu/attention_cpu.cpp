@@ -1,20 +1,22 @@
 // Fused causal attention over the KV cache with an online softmax.
 //
 // Work is split by (KV head, tile of up to kTile query rows). A job walks the
-// cache in blocks of kKeyBlock positions, widens each block's K and V rows of its
-// KV head to F32 once (K transposed, so that a block's scores are computed along
-// the lanes, four (row, head) pairs at a time) and applies them to every query
-// head of the group and every row of the tile (GQA: each KV head is read once
-// per tile). Key blocks
-// start at multiples of kKeyBlock in absolute position and every row stops at
-// its own position, so a row's arithmetic is the same whichever rows share the
-// call (batch invariance).
+// cache in blocks of kKeyBlock positions (prefetching the next block's rows),
+// widens each block's K and V rows of its KV head to F32 once (K transposed, so
+// that a block's scores are computed along the lanes, kPairs (row, head) pairs
+// at a time) and applies them to every query head of the group and every row of
+// the tile (GQA: each KV head is read once per tile). Key blocks start at
+// multiples of kKeyBlock in absolute position and every row stops at its own
+// position, so a row's arithmetic is the same whichever rows share the call
+// (batch invariance).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_kquant.cpp
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention_cpu.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>
@@ -22,8 +24,13 @@
 #include <cstring>
 #include <vector>
 
+#include "core/aligned.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quants.h"
+
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
 
 #ifndef TANDEM_KERNELS_CPU_ATTENTION_JOB_
 #define TANDEM_KERNELS_CPU_ATTENTION_JOB_
@@ -48,16 +55,37 @@ using Job = AttentionJob;
 constexpr int kKeyBlock = 32;
 constexpr int kTile = kAttentionTile;
 
+// Where row p's values of KV head g start in the cache (K or V blocks).
+HWY_INLINE const uint8_t* HeadRow(const void* const* blocks, const KVSeqView& kv, int p,
+                                  int row_elems, int g, int hd) {
+  const size_t elem = kv.type == DType::F32 ? 4 : 2;
+  const auto* block = static_cast<const uint8_t*>(blocks[p / kv.block_size]);
+  return block + (static_cast<size_t>(p % kv.block_size) * row_elems + size_t(g) * hd) * elem;
+}
+
+// The K and V rows of positions [p0, p1) of KV head g, prefetched while the
+// block before them is computed: a long context's cache comes from memory.
+HWY_INLINE void PrefetchRows(const KVSeqView& kv, int p0, int p1, int row_elems, int g, int hd) {
+  const size_t bytes = size_t(hd) * (kv.type == DType::F32 ? 4 : 2);
+  for (int p = p0; p < p1; ++p) {
+    const uint8_t* k = HeadRow(kv.k_blocks, kv, p, row_elems, g, hd);
+    const uint8_t* v = HeadRow(kv.v_blocks, kv, p, row_elems, g, hd);
+    for (size_t b = 0; b < bytes; b += 64) {
+      hwy::Prefetch(k + b);
+      hwy::Prefetch(v + b);
+    }
+  }
+}
+
 // Row p of the cache (K or V), the head_dim values of KV head g, as floats.
 HWY_INLINE void LoadHead(const void* const* blocks, const KVSeqView& kv, int p, int row_elems,
                          int g, int hd, float* out) {
-  const auto* block = static_cast<const uint8_t*>(blocks[p / kv.block_size]);
-  const size_t row = static_cast<size_t>(p % kv.block_size) * row_elems + size_t(g) * hd;
+  const uint8_t* at = HeadRow(blocks, kv, p, row_elems, g, hd);
   if (kv.type == DType::F32) {
-    std::memcpy(out, reinterpret_cast<const float*>(block) + row, hd * sizeof(float));
+    std::memcpy(out, at, hd * sizeof(float));
     return;
   }
-  const uint16_t* src = reinterpret_cast<const uint16_t*>(block) + row;
+  const uint16_t* src = reinterpret_cast<const uint16_t*>(at);
   const hn::ScalableTag<float> df;
   const hn::Rebind<hwy::float16_t, decltype(df)> dh;
   const int L = static_cast<int>(hn::Lanes(df));
@@ -71,6 +99,81 @@ HWY_INLINE void LoadHead(const void* const* blocks, const KVSeqView& kv, int p, 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// 16 values of a cache row, as floats.
+HWY_INLINE __m512 Load16(const uint8_t* at, bool f16) {
+  if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
+  return _mm512_loadu_ps(reinterpret_cast<const float*>(at));
+}
+
+// 16 values of each of 16 rows (at[j]: row j's first), transposed in registers
+// into dst[i * ld + j] = value i of row j: unpacks within pairs of rows, then
+// within groups of four, then 128-bit lane shuffles across the groups.
+HWY_INLINE void Transpose16(const uint8_t* const* at, bool f16, float* dst, size_t ld) {
+  __m512 r[16], a[16];
+  for (int i = 0; i < 16; ++i) r[i] = Load16(at[i], f16);
+  for (int i = 0; i < 16; i += 2) {
+    a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // Group G (rows 4G..4G+3): r[4G + c] gets columns c, c+4, c+8, c+12 of those
+  // rows, one column per 128-bit lane.
+  for (int g = 0; g < 16; g += 4) {
+    const __m512d a0 = _mm512_castps_pd(a[g]), a1 = _mm512_castps_pd(a[g + 1]);
+    const __m512d a2 = _mm512_castps_pd(a[g + 2]), a3 = _mm512_castps_pd(a[g + 3]);
+    r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+    r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+    r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+    r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 e0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);  // G0, G1: c and c+8
+    const __m512 e1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);  // G0, G1: c+4 and c+12
+    const __m512 e2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    const __m512 e3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+    _mm512_storeu_ps(dst + c * ld, _mm512_shuffle_f32x4(e0, e2, 0x88));
+    _mm512_storeu_ps(dst + (c + 8) * ld, _mm512_shuffle_f32x4(e0, e2, 0xDD));
+    _mm512_storeu_ps(dst + (c + 4) * ld, _mm512_shuffle_f32x4(e1, e3, 0x88));
+    _mm512_storeu_ps(dst + (c + 12) * ld, _mm512_shuffle_f32x4(e1, e3, 0xDD));
+  }
+}
+#endif
+
+// The keys p0..p1-1 of KV head g, widened and transposed into kt[d * kKeyBlock +
+// j] = k_{p0+j}[d] so that a block's keys run along the lanes; the slots past p1
+// get zeros. One value at a time, this was most of a one-row decode's attention.
+HWY_INLINE void LoadKeysTransposed(const KVSeqView& kv, int p0, int p1, int row_elems, int g,
+                                   int hd, float* krow, float* kt) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  static_assert(kKeyBlock % 16 == 0);
+  if (hd % 16 == 0) {
+    alignas(64) static constexpr float kZeros[16] = {};  // the rows past p1, F32 or F16
+    const bool f16 = kv.type == DType::F16;
+    const size_t elem = f16 ? 2 : 4;
+    for (int j0 = 0; j0 < kKeyBlock; j0 += 16) {
+      const uint8_t* rows[16];
+      for (int j = 0; j < 16; ++j)
+        rows[j] = p0 + j0 + j < p1 ? HeadRow(kv.k_blocks, kv, p0 + j0 + j, row_elems, g, hd)
+                                   : nullptr;
+      for (int d0 = 0; d0 < hd; d0 += 16) {
+        const uint8_t* at[16];
+        for (int j = 0; j < 16; ++j)
+          at[j] = rows[j] ? rows[j] + d0 * elem : reinterpret_cast<const uint8_t*>(kZeros);
+        Transpose16(at, f16, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
+      }
+    }
+    return;
+  }
+#endif
+  for (int j = 0; j < kKeyBlock; ++j) {
+    if (p0 + j < p1)
+      LoadHead(kv.k_blocks, kv, p0 + j, row_elems, g, hd, krow);
+    else
+      std::fill(krow, krow + hd, 0.0f);
+    for (int d = 0; d < hd; ++d) kt[size_t(d) * kKeyBlock + j] = krow[d];
+  }
+}
+
 // Scores of NP (row, head) pairs against the block's keys: out[p][j] = scale *
 // sum over d of q_p[d] k_j[d], with K transposed (kt[d * kKeyBlock + j]) so that
 // the keys run along the lanes. Each pair's sum runs over d in order in its own
@@ -82,25 +185,25 @@ HWY_INLINE void ScorePairs(const float* const* q, const float* kt, int hd, float
   constexpr int L = HWY_MIN(static_cast<int>(HWY_LANES(float)), kKeyBlock);
   constexpr int kVecs = kKeyBlock / L;
   VF acc[NP][kVecs];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int p = 0; p < NP; ++p)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < kVecs; ++v) acc[p][v] = hn::Zero(df);
   for (int d = 0; d < hd; ++d) {
     VF k[kVecs];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < kVecs; ++v) k[v] = hn::LoadU(df, kt + size_t(d) * kKeyBlock + v * L);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int p = 0; p < NP; ++p) {
       const VF qd = hn::Set(df, q[p][d]);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int v = 0; v < kVecs; ++v) acc[p][v] = hn::MulAdd(qd, k[v], acc[p][v]);
     }
   }
   const VF vs = hn::Set(df, scale);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int p = 0; p < NP; ++p)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int v = 0; v < kVecs; ++v) hn::StoreU(hn::Mul(acc[p][v], vs), df, out[p] + v * L);
 }
 
@@ -145,36 +248,51 @@ struct RowState {
   float max = -INFINITY, denom = 0.0f;
 };
 
-constexpr int kPairs = 4;  // (row, head) pairs scored together: 8 independent FMA chains
+// (row, head) pairs scored together: 12 independent FMA chains with 16 lanes
+// (two per pair) and 32 registers, 8 with 8 lanes.
+constexpr int kPairs = HWY_LANES(float) >= 16 ? 6 : 4;
 
-// One key block for one (row, head): the first n of its kKeyBlock scores sc
-// (the rest masked) turned into weights in place, the running max and
-// denominator updated, o rescaled and the block's value rows added. Max and sum
-// are taken as vectors over the whole block (scalar loops were serial chains of
-// 32 steps per pair and block).
-HWY_INLINE void OnlineSoftmaxStep(float* sc, int n, const float* v, int hd, RowState& st,
-                                  float* o) {
+// One key block for `count` pairs: pair k's first n[k] scores sc[k] (the rest
+// masked) turned into weights in place, its running max and denominator
+// updated, its output rescaled and the block's value rows added. Each stage
+// runs over all the pairs before the next, so that their independent chains
+// (reductions, exp) overlap; max and sum are taken as vectors over the block.
+// A block that does not raise a pair's max rescales by exactly 1 without
+// calling exp.
+HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const int* n, int count,
+                                   RowState* const* st, float* const* o, const float* v, int hd) {
   const DF df;
   const int L = static_cast<int>(hn::Lanes(df));
-  auto valid = [&](int j) {  // the keys of the vector at j that row sees
-    return hn::Lt(hn::Iota(df, static_cast<float>(j)), hn::Set(df, float(n)));
+  auto valid = [&](int j, int nk) {  // the keys of the vector at j that the pair sees
+    return hn::Lt(hn::Iota(df, static_cast<float>(j)), hn::Set(df, float(nk)));
   };
-  auto vmax = hn::Set(df, -INFINITY);
-  for (int j = 0; j < kKeyBlock; j += L)
-    vmax = hn::Max(vmax, hn::IfThenElse(valid(j), hn::LoadU(df, sc + j), hn::Set(df, -INFINITY)));
-  const float new_max = std::max(st.max, hn::GetLane(hn::MaxOfLanes(df, vmax)));
-  // exp(-inf) = 0: the first block rescales nothing.
-  const float correction = st.max == -INFINITY ? 0.0f : std::exp(st.max - new_max);
-  vmax = hn::Set(df, new_max);
-  auto vsum = hn::Zero(df);
-  for (int j = 0; j < kKeyBlock; j += L) {
-    const auto e = hn::IfThenElseZero(valid(j), hn::Exp(df, hn::Sub(hn::LoadU(df, sc + j), vmax)));
-    hn::StoreU(e, df, sc + j);
-    vsum = hn::Add(vsum, e);
+  float new_max[kPairs];
+  for (int k = 0; k < count; ++k) {
+    auto vmax = hn::Set(df, -INFINITY);
+    for (int j = 0; j < kKeyBlock; j += L)
+      vmax = hn::Max(vmax, hn::IfThenElse(valid(j, n[k]), hn::LoadU(df, sc[k] + j),
+                                          hn::Set(df, -INFINITY)));
+    new_max[k] = std::max(st[k]->max, hn::GetLane(hn::MaxOfLanes(df, vmax)));
   }
-  st.denom = st.denom * correction + hn::GetLane(hn::SumOfLanes(df, vsum));
-  st.max = new_max;
-  AccumulateValues(o, correction, sc, v, n, hd);
+  float c[kPairs];
+  for (int k = 0; k < count; ++k) {
+    // exp(-inf) = 0: the first block rescales nothing.
+    const float old_max = st[k]->max;
+    c[k] = old_max == -INFINITY ? 0.0f
+           : old_max == new_max[k] ? 1.0f
+                                   : std::exp(old_max - new_max[k]);
+    const auto vmax = hn::Set(df, new_max[k]);
+    auto vsum = hn::Zero(df);
+    for (int j = 0; j < kKeyBlock; j += L) {
+      const auto e =
+          hn::IfThenElseZero(valid(j, n[k]), hn::Exp(df, hn::Sub(hn::LoadU(df, sc[k] + j), vmax)));
+      hn::StoreU(e, df, sc[k] + j);
+      vsum = hn::Add(vsum, e);
+    }
+    st[k]->denom = st[k]->denom * c[k] + hn::GetLane(hn::SumOfLanes(df, vsum));
+    st[k]->max = new_max[k];
+  }
+  for (int k = 0; k < count; ++k) AccumulateValues(o[k], c[k], sc[k], v, n[k], hd);
 }
 
 void AttendTile(const Job& job, int g, int r0, int r1) {
@@ -182,9 +300,11 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
   const int hd = sh.head_dim, group = sh.n_heads / sh.n_kv_heads;
   const int row_elems = sh.n_kv_heads * hd;
   const size_t q_stride = static_cast<size_t>(sh.n_heads) * hd;
-  static thread_local std::vector<float> krow, ktbuf, vbuf, obuf;
+  // Cache-line aligned: with malloc's 16-byte alignment most vector loads of
+  // these rows straddled two lines.
+  static thread_local AlignedVector<float> krow, ktbuf, vbuf, obuf;
   krow.resize(hd);
-  ktbuf.resize(size_t(kKeyBlock) * hd);  // keys past a block's end hold earlier (finite) keys
+  ktbuf.resize(size_t(kKeyBlock) * hd);
   vbuf.resize(size_t(kKeyBlock) * hd);
   const int n_pairs = (r1 - r0) * group;
   obuf.assign(size_t(n_pairs) * hd, 0.0f);
@@ -196,11 +316,10 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
   alignas(64) float scores[kPairs][kKeyBlock];
   for (int p0 = 0; p0 <= last; p0 += kKeyBlock) {
     const int p1 = std::min(p0 + kKeyBlock, last + 1);
-    for (int p = p0; p < p1; ++p) {
-      LoadHead(job.kv->k_blocks, *job.kv, p, row_elems, g, hd, krow.data());
-      for (int d = 0; d < hd; ++d) ktbuf[size_t(d) * kKeyBlock + (p - p0)] = krow[d];
+    PrefetchRows(*job.kv, p0 + kKeyBlock, std::min(p0 + 2 * kKeyBlock, last + 1), row_elems, g, hd);
+    LoadKeysTransposed(*job.kv, p0, p1, row_elems, g, hd, krow.data(), ktbuf.data());
+    for (int p = p0; p < p1; ++p)
       LoadHead(job.kv->v_blocks, *job.kv, p, row_elems, g, hd, &vbuf[size_t(p - p0) * hd]);
-    }
     // Pairs (row i, head hh) in order, kPairs at a time; rows that end before
     // this block are skipped.
     int pair_id[kPairs], count = 0;
@@ -210,18 +329,29 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
         const int i = r0 + pair_id[k] / group, h = g * group + pair_id[k] % group;
         q[k] = job.q + i * q_stride + size_t(h) * hd;
       }
+      const float* kt = ktbuf.data();
       switch (count) {
-        case 4: ScorePairs<4>(q, ktbuf.data(), hd, sh.scale, scores); break;
-        case 3: ScorePairs<3>(q, ktbuf.data(), hd, sh.scale, scores); break;
-        case 2: ScorePairs<2>(q, ktbuf.data(), hd, sh.scale, scores); break;
-        default: ScorePairs<1>(q, ktbuf.data(), hd, sh.scale, scores); break;
+        case 6:
+          if constexpr (kPairs >= 6) ScorePairs<6>(q, kt, hd, sh.scale, scores);
+          break;
+        case 5:
+          if constexpr (kPairs >= 5) ScorePairs<5>(q, kt, hd, sh.scale, scores);
+          break;
+        case 4: ScorePairs<4>(q, kt, hd, sh.scale, scores); break;
+        case 3: ScorePairs<3>(q, kt, hd, sh.scale, scores); break;
+        case 2: ScorePairs<2>(q, kt, hd, sh.scale, scores); break;
+        default: ScorePairs<1>(q, kt, hd, sh.scale, scores); break;
       }
+      int n[kPairs];
+      RowState* st[kPairs];
+      float* o[kPairs];
       for (int k = 0; k < count; ++k) {
         const int i = r0 + pair_id[k] / group;
-        const int n = std::min(p1, job.pos[i] + 1) - p0;  // keys of this block row i sees
-        OnlineSoftmaxStep(scores[k], n, vbuf.data(), hd, state[pair_id[k]],
-                          &obuf[size_t(pair_id[k]) * hd]);
+        n[k] = std::min(p1, job.pos[i] + 1) - p0;  // keys of this block row i sees
+        st[k] = &state[pair_id[k]];
+        o[k] = &obuf[size_t(pair_id[k]) * hd];
       }
+      OnlineSoftmaxBlock(scores, n, count, st, o, vbuf.data(), hd);
       count = 0;
     };
     for (int pid = 0; pid < n_pairs; ++pid) {

@@ -108,7 +108,7 @@ void run_decode_bench(const DecodeOptions& o) {
   ContiguousKVCache cache(tf.cache_shape(), 1, ctx, o.kv == "f32" ? DType::F32 : DType::F16);
   const int slot = cache.allocate();
   const auto ids = pseudo_random_tokens(ctx, V, 1234);
-  std::vector<float> logits(static_cast<size_t>(o.k + 1) * V);
+  AlignedVector<float> logits(static_cast<size_t>(o.k + 1) * V);
   ForwardBatch b;
 
   fmt::print("model {} ({}), {} threads, SIMD {}, KV cache {}\n", o.model,

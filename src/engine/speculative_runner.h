@@ -110,7 +110,7 @@ class SpeculativeRunner {
   // Tokens emitted and milliseconds spent by recent rounds (fading sums): the
   // rate a drafted token's cost is weighed against.
   double recent_tokens_ = 0, recent_ms_ = 0;
-  std::vector<float> logits_;
+  AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   std::vector<Draft> drafts_;
   ForwardBatch batch_;
 };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
+#include "core/aligned.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
 
@@ -57,10 +58,11 @@ class Transformer {
   std::vector<LayerF32> layer_f32_;
   std::vector<float> output_norm_;
   std::vector<std::pair<int, int>> output_ranges_;  // empty: all of the vocabulary
-  std::vector<float> range_logits_;                 // scratch for restricted outputs
-  // Scratch, (n_tokens, width) row-major.
+  AlignedVector<float> range_logits_;               // scratch for restricted outputs
+  // Scratch, (n_tokens, width) row-major, cache-line aligned so that the
+  // kernels' vector loads and stores of a row do not straddle two lines.
   int scratch_tokens_ = 0;
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, out_;
+  AlignedVector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, out_;
 };
 
 }  // namespace tandem

@@ -63,7 +63,7 @@ class ModelDrafter final : public Drafter {
   int n_ctx_;
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;  // by sequence id
-  std::vector<float> logits_;
+  AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   // Milliseconds per token fed by step 0s that caught up on many tokens.
   RunningCost catch_up_per_token_;
 };

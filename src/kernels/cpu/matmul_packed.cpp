@@ -40,11 +40,14 @@ namespace tandem::kernels::cpu::HWY_NAMESPACE {
 constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 32 registers
 
 // How far ahead (bytes) the weights are prefetched into L2: the panels of a
-// chunk are one contiguous stream. TANDEM_PREFETCH_PACKED overrides (0: off).
+// chunk are one contiguous stream. 8 KB rather than 4: at 6 activation rows a
+// record's compute is ~85% of its streaming time, and the shorter lead left
+// Q4_K and Q6_K matrices ~3% slower (`Matmul/.../packed/M:6`, three alternating
+// rounds; the model's 6-row pass likewise). TANDEM_PREFETCH_PACKED overrides (0: off).
 HWY_INLINE int64_t PrefetchBytes() {
   static const int64_t bytes = [] {
     const char* v = std::getenv("TANDEM_PREFETCH_PACKED");
-    return v ? std::atoll(v) : int64_t{4096};
+    return v ? std::atoll(v) : int64_t{8192};
   }();
   return bytes;
 }

@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
+#include "support/target_override.h"
 
 using namespace tandem;
 
@@ -395,10 +396,6 @@ INSTANTIATE_TEST_SUITE_P(PackedTypes, PackedMatmul,
 // Every Highway target this build compiled and this machine supports, not just
 // the one the dispatcher picks: AVX3_DL runs the register kernels, AVX3, AVX2 and
 // SSE4 the portable ones, SCALAR the dequantizing fallback.
-struct TargetOverride {  // restores the dispatcher's own choice, pass or fail
-  explicit TargetOverride(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
-  ~TargetOverride() { hwy::SetSupportedTargetsForTest(0); }
-};
 
 class EveryTarget : public ::testing::TestWithParam<int64_t> {};
 

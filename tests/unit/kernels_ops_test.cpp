@@ -1,7 +1,10 @@
 // The SIMD attention and elementwise kernels against the scalar reference, the
 // attention's batch invariance (bit-exact per query row whatever rows share the
 // call), and the thread pool.
+#include "kernels/cpu/hwy_targets.h"  // first: the same Highway targets as the kernels
+
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,6 +18,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
+#include "support/target_override.h"
 
 using namespace tandem;
 
@@ -82,10 +86,12 @@ TEST_P(AttentionTest, MatchesReferenceWithHeadDimOffTheVectorWidth) {
   expect_attention_matches_reference(1, 3, 40, 4, 45, GetParam());
 }
 
-TEST_P(AttentionTest, RowsBitIdenticalAloneOrTogether) {
+// Each query row's output, computed with 19 other rows (pairs of rows share score
+// passes, two tiles of rows), equals the row computed alone, bit for bit.
+void expect_rows_bit_identical_alone_or_together(DType type) {
   const KVCacheShape shape{1, 2, 64};
   const int n_heads = 4, len = 70;
-  FilledCache fc(shape, len, GetParam());
+  FilledCache fc(shape, len, type);
   const kernels::AttentionShape ash{n_heads, 2, 64, 0.125f};
   const int n_q = 20;  // more than one tile of query rows
   auto q = randn(size_t(n_q) * n_heads * 64, 4);
@@ -103,8 +109,29 @@ TEST_P(AttentionTest, RowsBitIdenticalAloneOrTogether) {
   }
 }
 
+TEST_P(AttentionTest, RowsBitIdenticalAloneOrTogether) {
+  expect_rows_bit_identical_alone_or_together(GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(CacheTypes, AttentionTest, ::testing::Values(DType::F16, DType::F32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Every Highway target this build compiled and this machine supports: AVX-512
+// transposes keys in registers and scores six pairs at once, narrower targets
+// transpose one value at a time and score four.
+class AttentionEveryTarget : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(AttentionEveryTarget, MatchesReferenceAndIsBatchInvariant) {
+  TargetOverride target(GetParam());
+  ASSERT_STREQ(hwy::TargetName(GetParam()), kernels::cpu::simd_target_name());
+  expect_attention_matches_reference(2, 12, 128, 7, 301, DType::F16);
+  expect_attention_matches_reference(1, 3, 40, 4, 45, DType::F32);
+  expect_rows_bit_identical_alone_or_together(DType::F16);
+}
+
+INSTANTIATE_TEST_SUITE_P(CompiledAndSupported, AttentionEveryTarget,
+                         ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
+                         [](const auto& info) { return std::string(hwy::TargetName(info.param)); });
 
 // Elementwise ops differ from the reference only by summation order (RMSNorm's
 // sum of squares over 1000 values: relative error below ~1e-5) and by Highway's

@@ -55,18 +55,21 @@ using Job = AttentionJob;
 constexpr int kKeyBlock = 32;
 constexpr int kTile = kAttentionTile;
 
+// Bytes per cached value: the cache is F32 or F16 (attention() checks).
+HWY_INLINE size_t ValueBytes(const KVSeqView& kv) { return kv.type == DType::F32 ? 4 : 2; }
+
 // Where row p's values of KV head g start in the cache (K or V blocks).
 HWY_INLINE const uint8_t* HeadRow(const void* const* blocks, const KVSeqView& kv, int p,
                                   int row_elems, int g, int hd) {
-  const size_t elem = kv.type == DType::F32 ? 4 : 2;
   const auto* block = static_cast<const uint8_t*>(blocks[p / kv.block_size]);
-  return block + (static_cast<size_t>(p % kv.block_size) * row_elems + size_t(g) * hd) * elem;
+  return block +
+         (static_cast<size_t>(p % kv.block_size) * row_elems + size_t(g) * hd) * ValueBytes(kv);
 }
 
 // The K and V rows of positions [p0, p1) of KV head g, prefetched while the
 // block before them is computed: a long context's cache comes from memory.
 HWY_INLINE void PrefetchRows(const KVSeqView& kv, int p0, int p1, int row_elems, int g, int hd) {
-  const size_t bytes = size_t(hd) * (kv.type == DType::F32 ? 4 : 2);
+  const size_t bytes = size_t(hd) * ValueBytes(kv);
   for (int p = p0; p < p1; ++p) {
     const uint8_t* k = HeadRow(kv.k_blocks, kv, p, row_elems, g, hd);
     const uint8_t* v = HeadRow(kv.v_blocks, kv, p, row_elems, g, hd);
@@ -149,7 +152,7 @@ HWY_INLINE void LoadKeysTransposed(const KVSeqView& kv, int p0, int p1, int row_
   if (hd % 16 == 0) {
     alignas(64) static constexpr float kZeros[16] = {};  // the rows past p1, F32 or F16
     const bool f16 = kv.type == DType::F16;
-    const size_t elem = f16 ? 2 : 4;
+    const size_t elem = ValueBytes(kv);
     for (int j0 = 0; j0 < kKeyBlock; j0 += 16) {
       const uint8_t* rows[16];
       for (int j = 0; j < 16; ++j)
@@ -174,14 +177,31 @@ HWY_INLINE void LoadKeysTransposed(const KVSeqView& kv, int p0, int p1, int row_
   }
 }
 
+// Online-softmax state of one (row, head): running max and denominator.
+struct RowState {
+  float max = -INFINITY, denom = 0.0f;
+};
+
+// One (row, head) pair within a key block: its query, the block's keys it sees,
+// its online-softmax state and its output.
+struct Pair {
+  const float* q;
+  int n;
+  RowState* st;
+  float* o;
+};
+
 // Scores of NP (row, head) pairs against the block's keys: out[p][j] = scale *
 // sum over d of q_p[d] k_j[d], with K transposed (kt[d * kKeyBlock + j]) so that
 // the keys run along the lanes. Each pair's sum runs over d in order in its own
 // chains, so a pair's scores do not depend on the pairs beside it.
 template <int NP>
-HWY_INLINE void ScorePairs(const float* const* q, const float* kt, int hd, float scale,
+HWY_INLINE void ScorePairs(const Pair* pairs, const float* kt, int hd, float scale,
                            float (*out)[kKeyBlock]) {
   const DF df;
+  const float* q[NP];
+#pragma GCC unroll 8
+  for (int p = 0; p < NP; ++p) q[p] = pairs[p].q;
   constexpr int L = HWY_MIN(static_cast<int>(HWY_LANES(float)), kKeyBlock);
   constexpr int kVecs = kKeyBlock / L;
   VF acc[NP][kVecs];
@@ -205,6 +225,15 @@ HWY_INLINE void ScorePairs(const float* const* q, const float* kt, int hd, float
   for (int p = 0; p < NP; ++p)
 #pragma GCC unroll 8
     for (int v = 0; v < kVecs; ++v) hn::StoreU(hn::Mul(acc[p][v], vs), df, out[p] + v * L);
+}
+
+// ScorePairs for the first `count` (1..NP) pairs.
+template <int NP>
+HWY_INLINE void ScoreFirstPairs(int count, const Pair* pairs, const float* kt, int hd, float scale,
+                                float (*out)[kKeyBlock]) {
+  if constexpr (NP > 1)
+    if (count < NP) return ScoreFirstPairs<NP - 1>(count, pairs, kt, hd, scale, out);
+  ScorePairs<NP>(pairs, kt, hd, scale, out);
 }
 
 // o = o * c + p[0] v[0] + p[1] v[1] + ... + p[n-1] v[n-1] over hd values, the
@@ -243,24 +272,19 @@ HWY_INLINE void AccumulateValues(float* o, float c, const float* p, const float*
   }
 }
 
-// Online-softmax state of one (row, head): running max, denominator, output.
-struct RowState {
-  float max = -INFINITY, denom = 0.0f;
-};
-
 // (row, head) pairs scored together: 12 independent FMA chains with 16 lanes
 // (two per pair) and 32 registers, 8 with 8 lanes.
 constexpr int kPairs = HWY_LANES(float) >= 16 ? 6 : 4;
 
-// One key block for `count` pairs: pair k's first n[k] scores sc[k] (the rest
+// One key block for `count` pairs: pair k's first n scores sc[k] (the rest
 // masked) turned into weights in place, its running max and denominator
 // updated, its output rescaled and the block's value rows added. Each stage
 // runs over all the pairs before the next, so that their independent chains
 // (reductions, exp) overlap; max and sum are taken as vectors over the block.
 // A block that does not raise a pair's max rescales by exactly 1 without
 // calling exp.
-HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const int* n, int count,
-                                   RowState* const* st, float* const* o, const float* v, int hd) {
+HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const Pair* pairs, int count,
+                                   const float* v, int hd) {
   const DF df;
   const int L = static_cast<int>(hn::Lanes(df));
   auto valid = [&](int j, int nk) {  // the keys of the vector at j that the pair sees
@@ -270,14 +294,15 @@ HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const int* n, int cou
   for (int k = 0; k < count; ++k) {
     auto vmax = hn::Set(df, -INFINITY);
     for (int j = 0; j < kKeyBlock; j += L)
-      vmax = hn::Max(vmax, hn::IfThenElse(valid(j, n[k]), hn::LoadU(df, sc[k] + j),
+      vmax = hn::Max(vmax, hn::IfThenElse(valid(j, pairs[k].n), hn::LoadU(df, sc[k] + j),
                                           hn::Set(df, -INFINITY)));
-    new_max[k] = std::max(st[k]->max, hn::GetLane(hn::MaxOfLanes(df, vmax)));
+    new_max[k] = std::max(pairs[k].st->max, hn::GetLane(hn::MaxOfLanes(df, vmax)));
   }
   float c[kPairs];
   for (int k = 0; k < count; ++k) {
     // exp(-inf) = 0: the first block rescales nothing.
-    const float old_max = st[k]->max;
+    RowState& st = *pairs[k].st;
+    const float old_max = st.max;
     c[k] = old_max == -INFINITY ? 0.0f
            : old_max == new_max[k] ? 1.0f
                                    : std::exp(old_max - new_max[k]);
@@ -285,14 +310,16 @@ HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const int* n, int cou
     auto vsum = hn::Zero(df);
     for (int j = 0; j < kKeyBlock; j += L) {
       const auto e =
-          hn::IfThenElseZero(valid(j, n[k]), hn::Exp(df, hn::Sub(hn::LoadU(df, sc[k] + j), vmax)));
+          hn::IfThenElseZero(valid(j, pairs[k].n),
+                             hn::Exp(df, hn::Sub(hn::LoadU(df, sc[k] + j), vmax)));
       hn::StoreU(e, df, sc[k] + j);
       vsum = hn::Add(vsum, e);
     }
-    st[k]->denom = st[k]->denom * c[k] + hn::GetLane(hn::SumOfLanes(df, vsum));
-    st[k]->max = new_max[k];
+    st.denom = st.denom * c[k] + hn::GetLane(hn::SumOfLanes(df, vsum));
+    st.max = new_max[k];
   }
-  for (int k = 0; k < count; ++k) AccumulateValues(o[k], c[k], sc[k], v, n[k], hd);
+  for (int k = 0; k < count; ++k)
+    AccumulateValues(pairs[k].o, c[k], sc[k], v, pairs[k].n, hd);
 }
 
 void AttendTile(const Job& job, int g, int r0, int r1) {
@@ -322,41 +349,19 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
       LoadHead(job.kv->v_blocks, *job.kv, p, row_elems, g, hd, &vbuf[size_t(p - p0) * hd]);
     // Pairs (row i, head hh) in order, kPairs at a time; rows that end before
     // this block are skipped.
-    int pair_id[kPairs], count = 0;
+    Pair pairs[kPairs];
+    int count = 0;
     auto flush = [&]() {
-      const float* q[kPairs];
-      for (int k = 0; k < count; ++k) {
-        const int i = r0 + pair_id[k] / group, h = g * group + pair_id[k] % group;
-        q[k] = job.q + i * q_stride + size_t(h) * hd;
-      }
-      const float* kt = ktbuf.data();
-      switch (count) {
-        case 6:
-          if constexpr (kPairs >= 6) ScorePairs<6>(q, kt, hd, sh.scale, scores);
-          break;
-        case 5:
-          if constexpr (kPairs >= 5) ScorePairs<5>(q, kt, hd, sh.scale, scores);
-          break;
-        case 4: ScorePairs<4>(q, kt, hd, sh.scale, scores); break;
-        case 3: ScorePairs<3>(q, kt, hd, sh.scale, scores); break;
-        case 2: ScorePairs<2>(q, kt, hd, sh.scale, scores); break;
-        default: ScorePairs<1>(q, kt, hd, sh.scale, scores); break;
-      }
-      int n[kPairs];
-      RowState* st[kPairs];
-      float* o[kPairs];
-      for (int k = 0; k < count; ++k) {
-        const int i = r0 + pair_id[k] / group;
-        n[k] = std::min(p1, job.pos[i] + 1) - p0;  // keys of this block row i sees
-        st[k] = &state[pair_id[k]];
-        o[k] = &obuf[size_t(pair_id[k]) * hd];
-      }
-      OnlineSoftmaxBlock(scores, n, count, st, o, vbuf.data(), hd);
+      ScoreFirstPairs<kPairs>(count, pairs, ktbuf.data(), hd, sh.scale, scores);
+      OnlineSoftmaxBlock(scores, pairs, count, vbuf.data(), hd);
       count = 0;
     };
     for (int pid = 0; pid < n_pairs; ++pid) {
-      if (job.pos[r0 + pid / group] < p0) continue;
-      pair_id[count++] = pid;
+      const int i = r0 + pid / group, h = g * group + pid % group;
+      if (job.pos[i] < p0) continue;
+      pairs[count++] = Pair{job.q + i * q_stride + size_t(h) * hd,
+                            std::min(p1, job.pos[i] + 1) - p0,  // keys of this block row i sees
+                            &state[pid], &obuf[size_t(pid) * hd]};
       if (count == kPairs) flush();
     }
     if (count > 0) flush();

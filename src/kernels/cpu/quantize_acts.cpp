@@ -56,6 +56,15 @@ HWY_INLINE float AbsMax(const float* x, int n) {
   return hn::GetLane(hn::MaxOfLanes(df, m));
 }
 
+// A block's scale d = max|x| / 127 and its inverse (0 for an all-zero block).
+struct BlockScale {
+  float d, id;
+};
+HWY_INLINE BlockScale ScaleOf(const float* x, int block) {
+  const float amax = AbsMax(x, block);
+  return {amax / 127.0f, amax > 0.0f ? 127.0f / amax : 0.0f};
+}
+
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // A whole 256-element chunk with 16 lanes: group j's codes are computed as one
 // vector (the same operations as QuantizeGroup) and the chunk layout is a
@@ -134,26 +143,22 @@ void QuantizeActs(const float* x, int M, int64_t K, QActs* out) {
     for (; done + kChunk <= K; done += kChunk) {
       alignas(64) float id[kGroupsPerChunk];
       for (int64_t b0 = done; b0 < done + kChunk; b0 += block) {
-        const float amax = AbsMax(xr + b0, block);
-        const float d = amax / 127.0f;
-        const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        const BlockScale bs = ScaleOf(xr + b0, block);
         for (int64_t e = b0; e < b0 + block; e += kGroup) {
-          id[(e - done) / kGroup] = inv;
-          gd[e / kGroup] = d;
+          id[(e - done) / kGroup] = bs.id;
+          gd[e / kGroup] = bs.d;
         }
       }
       QuantizeChunk16(xr + done, id, q + done, gsum + done / kGroup);
     }
 #endif
     for (int64_t b0 = done; b0 < K; b0 += block) {
-      const float amax = AbsMax(xr + b0, block);
-      const float d = amax / 127.0f;
-      const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const BlockScale bs = ScaleOf(xr + b0, block);
       for (int64_t e = b0; e < b0 + block; e += kGroup) {
         alignas(16) int8_t codes[kGroup];
         const int64_t g = e / kGroup;  // group index in the row
-        gsum[g] = static_cast<float>(QuantizeGroup(xr + e, id, codes));
-        gd[g] = d;
+        gsum[g] = static_cast<float>(QuantizeGroup(xr + e, bs.id, codes));
+        gd[g] = bs.d;
         // Granule k of group j (j = g % 16) goes to byte 64k + 4j of its chunk.
         int8_t* chunk = q + (e / kChunk) * kChunk + 4 * (g % kGroupsPerChunk);
         for (int k = 0; k < 4; ++k) std::memcpy(chunk + 64 * k, codes + 4 * k, 4);

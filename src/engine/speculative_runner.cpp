@@ -21,6 +21,16 @@ SpeculativeRunner::SpeculativeRunner(Transformer& target, KVCache& cache, Drafte
     : target_(target), cache_(cache), drafter_(drafter), opt_(opt) {
   check(opt_.k >= 1, "draft length K must be >= 1, got {}", opt_.k);
   check(opt_.k <= kMaxDraft, "draft length K must be <= {}, got {}", kMaxDraft, opt_.k);
+  if (drafter_) costs_.set_draft_prior(drafter_->relative_cost());
+}
+
+double SpeculativeRunner::catch_up_ms(const Sequence& seq) const {
+  const double measured = drafter_->catch_up_ms(seq);
+  if (measured > 0) return measured;
+  // Not measured yet: the draft's catch-up is a prefill, priced like the
+  // target's at the drafter's relative cost.
+  return drafter_->catch_up_tokens(seq) * drafter_->relative_cost() *
+         costs_.prefill_ms_per_token();
 }
 
 int SpeculativeRunner::sample_next(Sequence& seq, float* logits) {
@@ -35,7 +45,6 @@ int SpeculativeRunner::sample_next(Sequence& seq, float* logits) {
 }
 
 void SpeculativeRunner::prefill(const std::vector<std::pair<Sequence*, int>>& chunks) {
-  const auto t0 = Clock::now();
   batch_.clear();
   std::vector<Sequence*> completed;
   int fed = 0;
@@ -52,7 +61,8 @@ void SpeculativeRunner::prefill(const std::vector<std::pair<Sequence*, int>>& ch
   }
   if (fed == 0) return;
   const int V = target_.vocab_size();
-  logits_.resize(completed.size() * size_t(V));
+  resize_scratch(logits_, completed.size() * size_t(V));
+  const auto t0 = Clock::now();
   target_.forward(batch_, cache_, logits_.data());
   const double ms = ms_between(t0, Clock::now());
   // Long chunks are compute-bound: their cost per position bounds what each
@@ -79,7 +89,7 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
     const int pending = static_cast<int>(s->tokens().size()) - cache_.length(s->target_slot);
     double alpha = s->acceptance.alpha();
     if (s->acceptance.judged() < kMinJudged) alpha = std::max(alpha, kProbeAlpha);
-    batch.push_back({alpha, pending, draft_cap(*s), drafter_->catch_up_ms(*s), s->remaining()});
+    batch.push_back({alpha, pending, draft_cap(*s), catch_up_ms(*s), s->remaining()});
   }
   // Fixed K without opting out; or free proposals, trimmed after the lookup
   // (step() does that): the caps themselves.
@@ -88,22 +98,26 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
     return k;
   }
   // Costs are learned from the rounds themselves: first a plain round of this
-  // batch, then one drafting round to measure a draft step and a verify pass
-  // (one request drafting a few tokens: four requests drafting 12 each once
-  // verified 52 positions of the Qwen 1.5B, 600 ms, ten decode steps), then let
-  // the model decide.
+  // batch; then, if drafting looks worth it (by the drafter's prior where no
+  // draft step was measured yet), one drafting round to measure a draft step
+  // and a verify pass (one request drafting a few tokens: four requests
+  // drafting 12 each once verified 52 positions of the Qwen 1.5B, 600 ms, ten
+  // decode steps), then let the measurements decide. Exploring regardless cost
+  // a serving run at concurrency 4 (Qwen 1.5B with the 0.5B, where drafting
+  // does not pay) a draft model prefill and a draft step for nothing: 3-5%.
   int pending = 0;
   for (const auto& c : batch) pending += c.pending;
   if (!costs_.has_verify(pending)) return k;
+  k = choose_draft_lengths(batch, k_choices(), costs_);
   if (costs_.verify_points() < 2 || !costs_.has_draft_step()) {
+    bool first = true;
     for (size_t i = 0; i < seqs.size(); ++i)
-      if (batch[i].cap > 0) {
-        k[i] = std::min(batch[i].cap, kExploreDraft);
-        break;
+      if (k[i] > 0) {
+        k[i] = first ? std::min(batch[i].cap, kExploreDraft) : 0;
+        first = false;
       }
     return k;
   }
-  k = choose_draft_lengths(batch, k_choices(), costs_);
   // Drafting step by step, a request may draft up to its cap: the early stop
   // (draft_stop) ends each draft where it stops paying.
   if (stops_early())
@@ -207,10 +221,13 @@ void SpeculativeRunner::step(const std::vector<Sequence*>& seqs, const std::vect
     rows += 1 + static_cast<int>(d.size());
   }
   const int V = target_.vocab_size();
-  logits_.resize(static_cast<size_t>(rows) * V);
+  resize_scratch(logits_, static_cast<size_t>(rows) * V);
+  // The verify pass is timed alone: its cost per position count is what the
+  // adaptive K weighs drafts against.
+  const auto t_verify = Clock::now();
   target_.forward(batch_, cache_, logits_.data());
   const auto t2 = Clock::now();
-  const double draft_ms = ms_between(t0, t1), verify_ms = ms_between(t1, t2);
+  const double draft_ms = ms_between(t0, t1), verify_ms = ms_between(t_verify, t2);
   costs_.record_verify(batch_.size(), verify_ms);
   int drafting = 0;
   for (int ki : k) drafting += ki > 0;

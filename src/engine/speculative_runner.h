@@ -98,6 +98,8 @@ class SpeculativeRunner {
   std::unique_ptr<CostAwareStop> draft_stop(const std::vector<Sequence*>& seqs,
                                             const std::vector<int>& k) const;
   bool stops_early() const { return opt_.adaptive && drafter_ && !drafter_->free_proposals(); }
+  // The drafter's catch-up cost for seq: measured rate, or its prior.
+  double catch_up_ms(const Sequence& seq) const;
   // Sample the sequence's next token from one row of logits (prefill's last row).
   int sample_next(Sequence& seq, float* logits);
 

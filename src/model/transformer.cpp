@@ -178,7 +178,7 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
   std::fill(logits, logits + size_t(m) * V, -std::numeric_limits<float>::infinity());
   for (auto [begin, end] : output_ranges_) {
     const TensorView part = kernels::row_range(W.output, begin, end);
-    range_logits_.resize(size_t(m) * (end - begin));
+    resize_scratch(range_logits_, size_t(m) * (end - begin));
     kernels::matmul(part, xn_.data(), m, range_logits_.data(), pool_);
     for (int j = 0; j < m; ++j)
       std::copy_n(&range_logits_[size_t(j) * (end - begin)], end - begin,

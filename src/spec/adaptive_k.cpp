@@ -19,6 +19,11 @@ void CostModel::record_prefill(int tokens, double ms) {
   if (tokens >= 1) prefill_per_token_.add(ms / tokens);
 }
 
+double CostModel::draft_step_ms(int batch) const {
+  if (!draft_.empty()) return estimate(draft_, batch);
+  return draft_prior_ > 0 ? draft_prior_ * verify_ms(batch) : 0;
+}
+
 double CostModel::verify_ms(int m) const { return estimate(verify_, m, prefill_per_token_.ms()); }
 
 double CostModel::estimate(const std::map<int, RunningCost>& points, int m, double min_slope) {

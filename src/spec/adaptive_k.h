@@ -45,7 +45,14 @@ class CostModel {
   // never less than prefill's cost per position (a slope fitted to two noisy
   // decode points can be flat, which would make long drafts look free).
   double verify_ms(int m) const;
-  double draft_step_ms(int batch) const { return draft_.empty() ? 0 : estimate(draft_, batch); }
+  // A draft step for `batch` requests: measured, or before any measurement the
+  // prior (set_draft_prior) times the target's cost for as many positions.
+  double draft_step_ms(int batch) const;
+  // A draft step's cost relative to a target pass over as many positions,
+  // assumed until a draft step is measured (0: none, drafting looks free).
+  void set_draft_prior(double relative) { draft_prior_ = relative; }
+  // Measured cost of a prefill position (0 until a long chunk was measured).
+  double prefill_ms_per_token() const { return prefill_per_token_.ms(); }
   // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
   bool has_verify(int m) const { return verify_.count(m) != 0; }
@@ -56,6 +63,7 @@ class CostModel {
   std::map<int, RunningCost> verify_;  // the cost per position count
   std::map<int, RunningCost> draft_;   // a draft step's cost per batch size
   RunningCost prefill_per_token_;
+  double draft_prior_ = 0;
 };
 
 // Running estimate of the probability that the target accepts a drafted token.

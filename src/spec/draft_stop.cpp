@@ -40,7 +40,11 @@ CostAwareStop::CostAwareStop(const ConfidenceCalibration& calibration, const Cos
       next_alpha_(std::move(next_alpha)),
       positions_(positions),
       drafting_(std::max(drafting, 1)),
-      tokens_per_ms_(tokens_per_ms) {}
+      tokens_per_ms_(tokens_per_ms) {
+  const double plain_pass_ms = costs.verify_ms(positions);
+  if (plain_pass_ms > 0)
+    tokens_per_ms_ = std::max(tokens_per_ms_, next_alpha_.size() / plain_pass_ms);
+}
 
 double CostAwareStop::reach(const Draft& draft, size_t n) const {
   double p = 1;

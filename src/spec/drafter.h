@@ -65,6 +65,11 @@ class Drafter {
   // plainly), at the rate measured on earlier catch-ups. 0 when there is nothing
   // to catch up or no measurement yet.
   virtual double catch_up_ms(const Sequence& seq) const { return 0; }
+  // The tokens that catch-up would process (0: none).
+  virtual int catch_up_tokens(const Sequence& seq) const { return 0; }
+  // Before its costs are measured, what a draft step and a catch-up token are
+  // assumed to cost relative to the target's own (0: no estimate).
+  virtual double relative_cost() const { return 0; }
   // The sequence is finished: free what the drafter holds for it.
   virtual void release(const Sequence& seq) {}
   // KV cache room: the free positions its cache would consume to propose k tokens

@@ -34,6 +34,8 @@ class LookupFirstDrafter final : public Drafter {
   int64_t free_positions() const override { return model_->free_positions(); }
   const KVCache* cache() const override { return model_->cache(); }
   double catch_up_ms(const Sequence& seq) const override { return model_->catch_up_ms(seq); }
+  int catch_up_tokens(const Sequence& seq) const override { return model_->catch_up_tokens(seq); }
+  double relative_cost() const override { return model_->relative_cost(); }
 
   // The longest lookup worth verifying at acceptance alpha: the run is cut where
   // the chance that the target accepts all of it falls below kMinReach.

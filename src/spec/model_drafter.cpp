@@ -65,6 +65,16 @@ ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& 
     output_ranges_ = draft_output_ranges(draft, vocab_limit);
     tf_.restrict_output(output_ranges_);
   }
+  // Decode streams the weights: a step costs about the bytes it reads, and a
+  // restricted output reads only its share of the LM head.
+  double bytes = static_cast<double>(draft.weight_bytes_per_token());
+  if (!output_ranges_.empty()) {
+    int64_t kept = 0;
+    for (auto [b, e] : output_ranges_) kept += e - b;
+    const double head = static_cast<double>(draft.weights().output.nbytes);
+    bytes -= head * (1.0 - static_cast<double>(kept) / draft.config().vocab_size);
+  }
+  relative_cost_ = bytes / static_cast<double>(target.weight_bytes_per_token());
 }
 
 int64_t ModelDrafter::positions_needed(const Sequence& seq, int k) {
@@ -76,11 +86,15 @@ int64_t ModelDrafter::positions_needed(const Sequence& seq, int k) {
 
 ModelDrafter::~ModelDrafter() = default;
 
-double ModelDrafter::catch_up_ms(const Sequence& seq) const {
+int ModelDrafter::catch_up_tokens(const Sequence& seq) const {
   auto it = states_.find(seq.id());
   const size_t have = it == states_.end() ? 0 : it->second.cached.size();
   const size_t len = seq.tokens().size();
-  return len > have + 1 ? catch_up_per_token_.ms() * static_cast<double>(len - have - 1) : 0;
+  return len > have + 1 ? static_cast<int>(len - have - 1) : 0;
+}
+
+double ModelDrafter::catch_up_ms(const Sequence& seq) const {
+  return catch_up_per_token_.ms() * catch_up_tokens(seq);
 }
 
 std::string ModelDrafter::name() const { return "model:" + draft_.path(); }
@@ -167,7 +181,6 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
   double steady_ms = 0;
   int steady_steps = 0;
   for (int step = 0; step < max_k; ++step) {
-    const auto t0 = std::chrono::steady_clock::now();
     if (step > 0) {
       batch.clear();
       for (auto& j : jobs) {
@@ -179,7 +192,8 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
       }
       if (batch.size() == 0) break;  // every request stopped early
     }
-    logits_.resize(static_cast<size_t>(batch.logit_rows.size()) * V);
+    resize_scratch(logits_, static_cast<size_t>(batch.logit_rows.size()) * V);
+    const auto t0 = std::chrono::steady_clock::now();  // the forward's cost alone
     tf_.forward(batch, *cache_, logits_.data());
     const bool steady = batch.size() <= 2 * static_cast<int>(batch.logit_rows.size());
     // A step 0 that caught up on many tokens measures the catch-up rate (a

@@ -36,6 +36,10 @@ class ModelDrafter final : public Drafter {
   void sync(const Sequence& seq, const Draft& draft, int accepted) override;
   void release(const Sequence& seq) override;
   double catch_up_ms(const Sequence& seq) const override;
+  int catch_up_tokens(const Sequence& seq) const override;
+  // The bytes of weights a draft step streams over the target's (output
+  // restricted to its vocabulary share).
+  double relative_cost() const override { return relative_cost_; }
   bool uses_model() const override { return true; }
   int64_t positions_needed(const Sequence& seq, int k) override;
   int64_t free_positions() const override { return cache_->free_positions(); }
@@ -66,6 +70,7 @@ class ModelDrafter final : public Drafter {
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   // Milliseconds per token fed by step 0s that caught up on many tokens.
   RunningCost catch_up_per_token_;
+  double relative_cost_ = 0;
 };
 
 // Check that `draft` can draft for `target`: same vocabulary size and the same

@@ -250,6 +250,22 @@ TEST(ThreadPool, RunsEveryChunkOnceAcrossManyRegions) {
   for (auto& it : items) ASSERT_EQ(it.load(), 1);
 }
 
+TEST(ScratchBuffer, GrowsAtLeastTwofoldAndOnlyWhenItMust) {
+  AlignedVector<float> v;
+  resize_scratch(v, 100);
+  EXPECT_EQ(v.size(), 100u);
+  const size_t capacity = v.capacity();
+  const float* storage = v.data();
+  resize_scratch(v, 10);
+  resize_scratch(v, capacity);
+  EXPECT_EQ(v.size(), capacity);
+  EXPECT_EQ(v.data(), storage) << "within its capacity a buffer keeps its storage";
+  resize_scratch(v, capacity + 1);
+  EXPECT_EQ(v.size(), capacity + 1);
+  EXPECT_GE(v.capacity(), 2 * capacity) << "growth at least doubles: rare reallocations";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % 64, 0u);
+}
+
 TEST(ThreadPool, PropagatesExceptionsFromAnyThread) {
   ThreadPool pool(2);
   // The second chunk may run on the worker or the caller; either way it reaches us.

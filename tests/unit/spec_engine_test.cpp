@@ -381,7 +381,9 @@ namespace {
 // Records the draft lengths the runner asks for; proposes k copies of token 1.
 class RecordingDrafter final : public Drafter {
  public:
-  explicit RecordingDrafter(std::vector<std::vector<int>>* log) : log_(log) {}
+  // relative_cost: the prior cost of a draft step (0: none).
+  explicit RecordingDrafter(std::vector<std::vector<int>>* log, double relative_cost = 0)
+      : log_(log), relative_cost_(relative_cost) {}
   std::string name() const override { return "recording"; }
   double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
                  std::vector<Draft>& out, const DraftStop*) override {
@@ -394,10 +396,20 @@ class RecordingDrafter final : public Drafter {
     return 1.0;
   }
   bool uses_model() const override { return true; }
+  double relative_cost() const override { return relative_cost_; }
 
  private:
   std::vector<std::vector<int>>* log_;
+  double relative_cost_;
 };
+
+Engine recording_engine(const Model& target, ThreadPool& pool, std::unique_ptr<Drafter> d) {
+  EngineOptions eo;
+  eo.max_batch = 4;
+  eo.n_ctx = 256;
+  eo.spec = SpecOptions{8, true};
+  return Engine(target, pool, eo, std::move(d));
+}
 }  // namespace
 
 // With -k auto the first drafting round of a batch measures the costs with one
@@ -407,12 +419,8 @@ class RecordingDrafter final : public Drafter {
 TEST(AdaptiveKExploration, OneRequestOfABatchDraftsTheFirstRound) {
   Models m = load_models(Arch::Llama, 384, false);
   ThreadPool pool(1);
-  EngineOptions eo;
-  eo.max_batch = 4;
-  eo.n_ctx = 256;
-  eo.spec = SpecOptions{8, true};
   std::vector<std::vector<int>> log;
-  Engine engine(*m.target, pool, eo, std::make_unique<RecordingDrafter>(&log));
+  Engine engine = recording_engine(*m.target, pool, std::make_unique<RecordingDrafter>(&log));
   for (int i = 0; i < 4; ++i)
     engine.submit(greedy_request(test::pseudo_random_ids(6, 384, 20 + i), 12));
   engine.run();
@@ -422,6 +430,37 @@ TEST(AdaptiveKExploration, OneRequestOfABatchDraftsTheFirstRound) {
   ASSERT_NE(first, log.end()) << "the batch never drafted";
   EXPECT_EQ(std::count(first->begin(), first->end(), 0), 3) << "one request explores";
   EXPECT_EQ(*std::max_element(first->begin(), first->end()), kExploreDraft);
+}
+
+// A drafter whose prior cost says drafting cannot pay (a step costing twice a
+// target pass) is never asked for a draft, not even to explore: exploring
+// regardless cost a serving run a draft model prefill and a draft step.
+TEST(AdaptiveKExploration, NoRoundDraftsWhereThePriorCostRulesDraftingOut) {
+  Models m = load_models(Arch::Llama, 384, false);
+  ThreadPool pool(1);
+  std::vector<std::vector<int>> log;
+  Engine engine =
+      recording_engine(*m.target, pool, std::make_unique<RecordingDrafter>(&log, 2.0));
+  for (int i = 0; i < 4; ++i)
+    engine.submit(greedy_request(test::pseudo_random_ids(6, 384, 20 + i), 12));
+  engine.run();
+  EXPECT_TRUE(log.empty()) << log.size() << " rounds asked for drafts";
+  EXPECT_EQ(engine.metrics().generated_tokens, 48u) << "and the requests completed";
+}
+
+// Before a draft step is measured, a draft model's step is priced by the bytes
+// of weights it streams over the target's, its LM head restricted to the ids it
+// may propose; its catch-up by the tokens its cache lacks.
+TEST_F(ModelDrafterCatchUp, PriorCostIsItsWeightBytesOverTheTargets) {
+  ModelDrafter same(*m.target, *m.target, pool, kv);
+  EXPECT_DOUBLE_EQ(same.relative_cost(), 1.0);
+  ModelDrafter small(*m.other, *m.target, pool, kv);  // one layer against the target's
+  EXPECT_GT(small.relative_cost(), 0.0);
+  EXPECT_LT(small.relative_cost(), 1.0);
+  ModelDrafter limited(*m.other, *m.target, pool, kv, 64);
+  EXPECT_LT(limited.relative_cost(), small.relative_cost());
+  Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 7), 16));
+  EXPECT_EQ(small.catch_up_tokens(a), 39) << "all but the last token, which step 0 feeds";
 }
 
 // Drafting one token at a time, every step 0 after an accepted draft feeds two

@@ -187,6 +187,28 @@ TEST(AdaptiveK, ChargesTheCatchUpAgainstTheTokensLeft) {
   EXPECT_GT(choose_draft_lengths({{0.8, 1, 4, 600.0, 2000}}, ks, c)[0], 0);
 }
 
+TEST(AdaptiveK, DraftStepPriorStandsInUntilAStepIsMeasured) {
+  const std::vector<int> ks{1, 2, 3, 4};
+  CostModel c;  // decode 40 ms, a pass over 4 positions 46 ms
+  c.record_verify(1, 40.0);
+  c.record_verify(4, 46.0);
+  EXPECT_EQ(c.draft_step_ms(1), 0) << "no prior: drafting looks free";
+  // A draft model streaming 30% of the target's bytes: 30% of the target's pass.
+  c.set_draft_prior(0.3);
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(1), 12.0);
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(4), 0.3 * 46.0) << "for as many positions";
+  EXPECT_FALSE(c.has_draft_step());
+  EXPECT_GT(choose_draft_lengths({{0.9, 1, 4}}, ks, c)[0], 0);
+  // A draft as costly as the target can never pay, so there is nothing to explore.
+  CostModel same = c;
+  same.set_draft_prior(1.0);
+  EXPECT_EQ(choose_draft_lengths({{0.9, 1, 4}}, ks, same)[0], 0);
+  // A measurement replaces the prior.
+  c.record_draft_step(1, 9.0);
+  EXPECT_TRUE(c.has_draft_step());
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(1), 9.0);
+}
+
 TEST(AdaptiveK, InABatchOnlyPromisingRequestsDraft) {
   // Verify cost grows with positions: 4 requests decoding already use 4.
   CostModel c;
@@ -244,6 +266,36 @@ TEST(DraftStop, DraftsOnWhileTheNextTokenPaysForItself) {
   // Without confidences there is nothing to judge by.
   d.confidence.clear();
   EXPECT_TRUE(fast.keep_drafting(0, d));
+}
+
+TEST(DraftStop, NeverAsksLessThanPlainDecodingsRate) {
+  ConfidenceCalibration cal;  // acceptance = the confidence bucket's midpoint
+  CostModel costs;            // 4 requests decode in 40 ms: plain decoding makes 0.1 token/ms
+  costs.record_verify(4, 40.0);
+  costs.record_verify(8, 60.0);
+  costs.record_draft_step(4, 8.0);
+  // Slow speculative rounds (0.02 token/ms recently) do not lower the bar.
+  const std::vector<double> alpha(4, 0.8);
+  CostAwareStop stop(cal, costs, alpha, 4, 4, 0.02);
+  EXPECT_DOUBLE_EQ(stop.bar(), 0.1);
+  // A third token costs 2 ms (a quarter of a draft step) and 5 ms of verifying
+  // (past 8 positions, the slope of the measured points), so it must be expected
+  // to add 0.7 tokens at 0.1 token/ms; reach 0.975 x 0.775 x next alpha 0.8 = 0.6.
+  Draft d;
+  d.tokens = {7, 8};
+  d.confidence = {0.97f, 0.75f};
+  EXPECT_FALSE(stop.keep_drafting(0, d));
+  // Where plain decoding is slower still (0.01 token/ms), the recent rate
+  // rules, and at 0.02 token/ms the same token pays (0.14 needed).
+  CostModel slow;
+  slow.record_verify(4, 400.0);
+  slow.record_verify(8, 420.0);
+  slow.record_draft_step(4, 8.0);
+  CostAwareStop slow_stop(cal, slow, alpha, 4, 4, 0.02);
+  EXPECT_DOUBLE_EQ(slow_stop.bar(), 0.02);
+  EXPECT_TRUE(slow_stop.keep_drafting(0, d));
+  // A faster engine asks more.
+  EXPECT_DOUBLE_EQ(CostAwareStop(cal, costs, alpha, 4, 4, 0.3).bar(), 0.3);
 }
 
 TEST(DraftStop, TrimsOnlyGreedyDrafts) {

@@ -30,7 +30,8 @@ constexpr int kMaxDraft = 32;   // the longest draft a round may verify
 // rounds; each probe after which drafting still does not pay doubles the wait,
 // up to kProbeEvery << kMaxProbeBackoff rounds. Probes cost something (a draft
 // model must first catch up on the tokens it missed), so text that stays
-// unpredictable is probed ever more rarely.
+// unpredictable is probed ever more rarely, and a round carries one probe at
+// most (the most overdue request's).
 constexpr int kProbeEvery = 16;
 constexpr int kMaxProbeBackoff = 4;
 // Probes are sent only where drafting would pay at this acceptance: when it is

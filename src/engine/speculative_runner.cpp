@@ -98,18 +98,20 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
     return k;
   }
   // Costs are learned from the rounds themselves: first a plain round of this
-  // batch; then, if drafting looks worth it (by the drafter's prior where no
-  // draft step was measured yet), one drafting round to measure a draft step
-  // and a verify pass (one request drafting a few tokens: four requests
+  // batch; then, if drafting may pay, one drafting round to measure a draft
+  // step and a verify pass (one request drafting a few tokens: four requests
   // drafting 12 each once verified 52 positions of the Qwen 1.5B, 600 ms, ten
-  // decode steps), then let the measurements decide. Exploring regardless cost
-  // a serving run at concurrency 4 (Qwen 1.5B with the 0.5B, where drafting
-  // does not pay) a draft model prefill and a draft step for nothing: 3-5%.
+  // decode steps), then let the measurements decide. "May pay" is judged with
+  // the drafter's prior for its step and catch-up, and verify passes of more
+  // positions taken as no dearer than the measured one: the prefill-rate floor
+  // prices them at their costliest (Qwen 1.5B: 4 positions at 1.43x a decode
+  // step, measured 1.13x), which under a sanitizer's slow prefill ruled out
+  // drafting for a single request that gains 1.7x by it.
   int pending = 0;
   for (const auto& c : batch) pending += c.pending;
   if (!costs_.has_verify(pending)) return k;
-  k = choose_draft_lengths(batch, k_choices(), costs_);
   if (costs_.verify_points() < 2 || !costs_.has_draft_step()) {
+    k = choose_draft_lengths(batch, k_choices(), costs_.without_prefill_floor());
     bool first = true;
     for (size_t i = 0; i < seqs.size(); ++i)
       if (k[i] > 0) {
@@ -118,6 +120,7 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
       }
     return k;
   }
+  k = choose_draft_lengths(batch, k_choices(), costs_);
   // Drafting step by step, a request may draft up to its cap: the early stop
   // (draft_stop) ends each draft where it stops paying.
   if (stops_early())

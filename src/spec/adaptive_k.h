@@ -53,6 +53,13 @@ class CostModel {
   void set_draft_prior(double relative) { draft_prior_ = relative; }
   // Measured cost of a prefill position (0 until a long chunk was measured).
   double prefill_ms_per_token() const { return prefill_per_token_.ms(); }
+  // This model with verify passes beyond the measured ones extrapolated without
+  // the prefill-rate floor: the most hopeful reading of the measurements.
+  CostModel without_prefill_floor() const {
+    CostModel c = *this;
+    c.prefill_per_token_ = RunningCost();
+    return c;
+  }
   // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
   bool has_verify(int m) const { return verify_.count(m) != 0; }

@@ -193,7 +193,7 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
       if (batch.size() == 0) break;  // every request stopped early
     }
     resize_scratch(logits_, static_cast<size_t>(batch.logit_rows.size()) * V);
-    const auto t0 = std::chrono::steady_clock::now();  // the forward's cost alone
+    const auto t0 = std::chrono::steady_clock::now();  // the forward and the choices, not the buffer
     tf_.forward(batch, *cache_, logits_.data());
     const bool steady = batch.size() <= 2 * static_cast<int>(batch.logit_rows.size());
     // A step 0 that caught up on many tokens measures the catch-up rate (a

@@ -111,7 +111,7 @@ std::vector<int> SpeculativeRunner::plan(const std::vector<Sequence*>& seqs) {
   for (const auto& c : batch) pending += c.pending;
   if (!costs_.has_verify(pending)) return k;
   if (costs_.verify_points() < 2 || !costs_.has_draft_step()) {
-    k = choose_draft_lengths(batch, k_choices(), costs_.without_prefill_floor());
+    k = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Hopeful);
     bool first = true;
     for (size_t i = 0; i < seqs.size(); ++i)
       if (k[i] > 0) {

@@ -24,7 +24,9 @@ double CostModel::draft_step_ms(int batch) const {
   return draft_prior_ > 0 ? draft_prior_ * verify_ms(batch) : 0;
 }
 
-double CostModel::verify_ms(int m) const { return estimate(verify_, m, prefill_per_token_.ms()); }
+double CostModel::verify_ms(int m, Reading reading) const {
+  return estimate(verify_, m, reading == Reading::Floored ? prefill_per_token_.ms() : 0);
+}
 
 double CostModel::estimate(const std::map<int, RunningCost>& points, int m, double min_slope) {
   if (points.empty()) return 1.0;
@@ -63,7 +65,8 @@ double expected_tokens(double alpha, int k) {
 }
 
 std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
-                                      const std::vector<int>& k_choices, const CostModel& costs) {
+                                      const std::vector<int>& k_choices, const CostModel& costs,
+                                      CostModel::Reading reading) {
   const int n = static_cast<int>(batch.size());
   std::vector<int> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
@@ -72,7 +75,7 @@ std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
   int pending = 0;
   for (const auto& c : batch) pending += c.pending;
   // Plain decoding for everyone is the baseline.
-  double best = n / costs.verify_ms(pending);
+  double best = n / costs.verify_ms(pending, reading);
   int best_k = 0, best_j = 0;
   for (int k : k_choices) {
     if (k <= 0) continue;
@@ -89,7 +92,7 @@ std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
         catch_up += c.catch_up_ms * std::min(1.0, expected / std::max(1, c.remaining));
       }
       const double ms = longest * costs.draft_step_ms(j) +
-                        costs.verify_ms(pending + static_cast<int>(drafted)) + catch_up;
+                        costs.verify_ms(pending + static_cast<int>(drafted), reading) + catch_up;
       if (tokens / ms > best) {
         best = tokens / ms;
         best_k = k;

@@ -44,7 +44,9 @@ class CostModel {
   // between them, extrapolated beyond the largest with the fitted slope but
   // never less than prefill's cost per position (a slope fitted to two noisy
   // decode points can be flat, which would make long drafts look free).
-  double verify_ms(int m) const;
+  // Read hopefully, without that floor: flat beyond a single measured point.
+  enum class Reading { Floored, Hopeful };
+  double verify_ms(int m, Reading reading = Reading::Floored) const;
   // A draft step for `batch` requests: measured, or before any measurement the
   // prior (set_draft_prior) times the target's cost for as many positions.
   double draft_step_ms(int batch) const;
@@ -53,13 +55,6 @@ class CostModel {
   void set_draft_prior(double relative) { draft_prior_ = relative; }
   // Measured cost of a prefill position (0 until a long chunk was measured).
   double prefill_ms_per_token() const { return prefill_per_token_.ms(); }
-  // This model with verify passes beyond the measured ones extrapolated without
-  // the prefill-rate floor: the most hopeful reading of the measurements.
-  CostModel without_prefill_floor() const {
-    CostModel c = *this;
-    c.prefill_per_token_ = RunningCost();
-    return c;
-  }
   // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
   bool has_verify(int m) const { return verify_.count(m) != 0; }
@@ -110,8 +105,10 @@ struct DraftCandidate {
 };
 // Draft lengths for a batch: K from `k_choices` (0 is always considered) for the
 // j requests with the highest acceptance, 0 for the rest, maximising expected
-// tokens per millisecond. Returns one length per candidate.
-std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
-                                      const std::vector<int>& k_choices, const CostModel& costs);
+// tokens per millisecond, verify passes read as `reading` says. Returns one
+// length per candidate.
+std::vector<int> choose_draft_lengths(
+    const std::vector<DraftCandidate>& batch, const std::vector<int>& k_choices,
+    const CostModel& costs, CostModel::Reading reading = CostModel::Reading::Floored);
 
 }  // namespace tandem

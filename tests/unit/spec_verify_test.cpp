@@ -169,8 +169,8 @@ TEST(AdaptiveK, ExtrapolatesVerifyCostNoFlatterThanPrefill) {
   EXPECT_DOUBLE_EQ(c.verify_ms(52), 60.0 + 48 * 8.0);
   EXPECT_DOUBLE_EQ(c.verify_ms(4), 60.0) << "measured points stand";
   // The hopeful reading (whether exploring may pay) drops the floor.
-  EXPECT_DOUBLE_EQ(c.without_prefill_floor().verify_ms(52), 60.0);
-  EXPECT_DOUBLE_EQ(c.verify_ms(52), 60.0 + 48 * 8.0) << "the copy leaves the model as it was";
+  EXPECT_DOUBLE_EQ(c.verify_ms(52, CostModel::Reading::Hopeful), 60.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(52), 60.0 + 48 * 8.0) << "the floored reading is the default";
   // Between measured points the measurements rule, however flat.
   c.record_verify(20, 70.0);
   EXPECT_DOUBLE_EQ(c.verify_ms(12), 65.0);

@@ -58,32 +58,42 @@ constexpr int kTile = kAttentionTile;
 // Bytes per cached value: the cache is F32 or F16 (attention() checks).
 HWY_INLINE size_t ValueBytes(const KVSeqView& kv) { return kv.type == DType::F32 ? 4 : 2; }
 
-// Where row p's values of KV head g start in the cache (K or V blocks).
-HWY_INLINE const uint8_t* HeadRow(const void* const* blocks, const KVSeqView& kv, int p,
-                                  int row_elems, int g, int hd) {
-  const auto* block = static_cast<const uint8_t*>(blocks[p / kv.block_size]);
-  return block +
-         (static_cast<size_t>(p % kv.block_size) * row_elems + size_t(g) * hd) * ValueBytes(kv);
-}
+// Where the K and V values of KV head g sit in the cache for the positions of
+// one key block: located once per block (walking the cache's blocks, no
+// division per row) and used to prefetch the block, then to load it.
+struct KeyBlockRows {
+  int n = 0;  // positions located
+  const uint8_t* k[kKeyBlock];
+  const uint8_t* v[kKeyBlock];
+};
 
-// The K and V rows of positions [p0, p1) of KV head g, prefetched while the
-// block before them is computed: a long context's cache comes from memory.
-HWY_INLINE void PrefetchRows(const KVSeqView& kv, int p0, int p1, int row_elems, int g, int hd) {
-  const size_t bytes = size_t(hd) * ValueBytes(kv);
-  for (int p = p0; p < p1; ++p) {
-    const uint8_t* k = HeadRow(kv.k_blocks, kv, p, row_elems, g, hd);
-    const uint8_t* v = HeadRow(kv.v_blocks, kv, p, row_elems, g, hd);
-    for (size_t b = 0; b < bytes; b += 64) {
-      hwy::Prefetch(k + b);
-      hwy::Prefetch(v + b);
-    }
+// Positions [p0, p1) (at most kKeyBlock; none if p1 <= p0).
+HWY_INLINE void LocateRows(const KVSeqView& kv, int p0, int p1, int row_elems, int g, int hd,
+                           KeyBlockRows& rows) {
+  rows.n = std::max(0, p1 - p0);
+  if (rows.n == 0) return;
+  const size_t elem = ValueBytes(kv), head = size_t(g) * hd * elem, row = size_t(row_elems) * elem;
+  int block = p0 / kv.block_size, in_block = p0 % kv.block_size;
+  for (int j = 0; j < rows.n; ++j) {
+    const size_t at = in_block * row + head;
+    rows.k[j] = static_cast<const uint8_t*>(kv.k_blocks[block]) + at;
+    rows.v[j] = static_cast<const uint8_t*>(kv.v_blocks[block]) + at;
+    if (++in_block == kv.block_size) in_block = 0, ++block;
   }
 }
 
-// Row p of the cache (K or V), the head_dim values of KV head g, as floats.
-HWY_INLINE void LoadHead(const void* const* blocks, const KVSeqView& kv, int p, int row_elems,
-                         int g, int hd, float* out) {
-  const uint8_t* at = HeadRow(blocks, kv, p, row_elems, g, hd);
+// A block's K and V rows, prefetched while the block before them is computed:
+// a long context's cache comes from memory.
+HWY_INLINE void PrefetchRows(const KeyBlockRows& rows, size_t row_bytes) {
+  for (int j = 0; j < rows.n; ++j)
+    for (size_t b = 0; b < row_bytes; b += 64) {
+      hwy::Prefetch(rows.k[j] + b);
+      hwy::Prefetch(rows.v[j] + b);
+    }
+}
+
+// The head_dim values of one cache row of a KV head (at: its first), as floats.
+HWY_INLINE void LoadHead(const uint8_t* at, const KVSeqView& kv, int hd, float* out) {
   if (kv.type == DType::F32) {
     std::memcpy(out, at, hd * sizeof(float));
     return;
@@ -142,35 +152,31 @@ HWY_INLINE void Transpose16(const uint8_t* const* at, bool f16, float* dst, size
 }
 #endif
 
-// The keys p0..p1-1 of KV head g, widened and transposed into kt[d * kKeyBlock +
-// j] = k_{p0+j}[d] so that a block's keys run along the lanes; the slots past p1
-// get zeros. One value at a time, this was most of a one-row decode's attention.
-HWY_INLINE void LoadKeysTransposed(const KVSeqView& kv, int p0, int p1, int row_elems, int g,
-                                   int hd, float* krow, float* kt) {
+// A block's keys (rows.k), widened and transposed into kt[d * kKeyBlock + j] =
+// k_j[d] so that the keys run along the lanes; the slots past rows.n get zeros.
+// One value at a time, this was most of a one-row decode's attention.
+HWY_INLINE void LoadKeysTransposed(const KeyBlockRows& rows, const KVSeqView& kv, int hd,
+                                   float* krow, float* kt) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   static_assert(kKeyBlock % 16 == 0);
   if (hd % 16 == 0) {
-    alignas(64) static constexpr float kZeros[16] = {};  // the rows past p1, F32 or F16
+    alignas(64) static constexpr float kZeros[16] = {};  // the rows past n, F32 or F16
     const bool f16 = kv.type == DType::F16;
     const size_t elem = ValueBytes(kv);
-    for (int j0 = 0; j0 < kKeyBlock; j0 += 16) {
-      const uint8_t* rows[16];
-      for (int j = 0; j < 16; ++j)
-        rows[j] = p0 + j0 + j < p1 ? HeadRow(kv.k_blocks, kv, p0 + j0 + j, row_elems, g, hd)
-                                   : nullptr;
+    for (int j0 = 0; j0 < kKeyBlock; j0 += 16)
       for (int d0 = 0; d0 < hd; d0 += 16) {
         const uint8_t* at[16];
         for (int j = 0; j < 16; ++j)
-          at[j] = rows[j] ? rows[j] + d0 * elem : reinterpret_cast<const uint8_t*>(kZeros);
+          at[j] = j0 + j < rows.n ? rows.k[j0 + j] + d0 * elem
+                                  : reinterpret_cast<const uint8_t*>(kZeros);
         Transpose16(at, f16, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
       }
-    }
     return;
   }
 #endif
   for (int j = 0; j < kKeyBlock; ++j) {
-    if (p0 + j < p1)
-      LoadHead(kv.k_blocks, kv, p0 + j, row_elems, g, hd, krow);
+    if (j < rows.n)
+      LoadHead(rows.k[j], kv, hd, krow);
     else
       std::fill(krow, krow + hd, 0.0f);
     for (int d = 0; d < hd; ++d) kt[size_t(d) * kKeyBlock + j] = krow[d];
@@ -341,12 +347,16 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
   int last = 0;
   for (int i = r0; i < r1; ++i) last = std::max(last, job.pos[i]);
   alignas(64) float scores[kPairs][kKeyBlock];
-  for (int p0 = 0; p0 <= last; p0 += kKeyBlock) {
+  const KVSeqView& kv = *job.kv;
+  KeyBlockRows rows[2];  // this block's, the next block's
+  LocateRows(kv, 0, std::min(kKeyBlock, last + 1), row_elems, g, hd, rows[0]);
+  for (int p0 = 0, b = 0; p0 <= last; p0 += kKeyBlock, b ^= 1) {
     const int p1 = std::min(p0 + kKeyBlock, last + 1);
-    PrefetchRows(*job.kv, p0 + kKeyBlock, std::min(p0 + 2 * kKeyBlock, last + 1), row_elems, g, hd);
-    LoadKeysTransposed(*job.kv, p0, p1, row_elems, g, hd, krow.data(), ktbuf.data());
-    for (int p = p0; p < p1; ++p)
-      LoadHead(job.kv->v_blocks, *job.kv, p, row_elems, g, hd, &vbuf[size_t(p - p0) * hd]);
+    const KeyBlockRows& cur = rows[b];
+    LocateRows(kv, p1, std::min(p0 + 2 * kKeyBlock, last + 1), row_elems, g, hd, rows[b ^ 1]);
+    PrefetchRows(rows[b ^ 1], size_t(hd) * ValueBytes(kv));
+    LoadKeysTransposed(cur, kv, hd, krow.data(), ktbuf.data());
+    for (int j = 0; j < cur.n; ++j) LoadHead(cur.v[j], kv, hd, &vbuf[size_t(j) * hd]);
     // Pairs (row i, head hh) in order, kPairs at a time; rows that end before
     // this block are skipped.
     Pair pairs[kPairs];

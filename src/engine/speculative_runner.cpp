@@ -26,11 +26,7 @@ SpeculativeRunner::SpeculativeRunner(Transformer& target, KVCache& cache, Drafte
 
 double SpeculativeRunner::catch_up_ms(const Sequence& seq) const {
   const double measured = drafter_->catch_up_ms(seq);
-  if (measured > 0) return measured;
-  // Not measured yet: the draft's catch-up is a prefill, priced like the
-  // target's at the drafter's relative cost.
-  return drafter_->catch_up_tokens(seq) * drafter_->relative_cost() *
-         costs_.prefill_ms_per_token();
+  return measured > 0 ? measured : costs_.draft_catch_up_prior_ms(drafter_->catch_up_tokens(seq));
 }
 
 int SpeculativeRunner::sample_next(Sequence& seq, float* logits) {
@@ -154,18 +150,18 @@ void SpeculativeRunner::add_probes(const std::vector<Sequence*>& seqs,
   // judged alone as worth a probe, five of sixteen probed in one round (SmolLM2
   // serving at concurrency 16: 21 positions verified, 14 -> 18 ms, for about
   // one token).
-  auto overdue = [](const Sequence& s) {  // rounds past its wait (negative: not due)
-    return s.rounds_since_draft - (kProbeEvery << std::min(s.failed_probes, kMaxProbeBackoff));
-  };
-  int probe = -1;
+  int probe = -1, most_overdue = -1;  // rounds past its wait (negative: not due)
   for (size_t i = 0; i < seqs.size(); ++i) {
     Sequence& s = *seqs[i];
     if (k[i] > 0) {
       s.failed_probes = 0;  // drafting pays (again)
       continue;
     }
-    if (overdue(s) < 0 || batch[i].cap <= 0) continue;
-    if (probe < 0 || overdue(s) > overdue(*seqs[probe])) probe = static_cast<int>(i);
+    const int overdue =
+        s.rounds_since_draft - (kProbeEvery << std::min(s.failed_probes, kMaxProbeBackoff));
+    if (overdue <= most_overdue || batch[i].cap <= 0) continue;
+    probe = static_cast<int>(i);
+    most_overdue = overdue;
   }
   if (probe < 0) return;
   auto hopeful = batch;

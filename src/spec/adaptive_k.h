@@ -53,8 +53,12 @@ class CostModel {
   // A draft step's cost relative to a target pass over as many positions,
   // assumed until a draft step is measured (0: none, drafting looks free).
   void set_draft_prior(double relative) { draft_prior_ = relative; }
-  // Measured cost of a prefill position (0 until a long chunk was measured).
-  double prefill_ms_per_token() const { return prefill_per_token_.ms(); }
+  // A draft model catching up on `tokens` before its catch-up rate is measured:
+  // a prefill, priced like the target's at the prior (0 until a long chunk of
+  // the target's prefill was measured).
+  double draft_catch_up_prior_ms(int tokens) const {
+    return tokens * draft_prior_ * prefill_per_token_.ms();
+  }
   // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
   bool has_verify(int m) const { return verify_.count(m) != 0; }

@@ -10,6 +10,10 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr int kMaxDims = 4;
 constexpr int kMaxArrayDepth = 4;
+// Per dimension and per tensor; far beyond any model, small enough that a
+// tensor's byte size (at most 4 bytes per element) fits in 64 bits.
+constexpr uint64_t kMaxDim = uint64_t{1} << 40;
+constexpr uint64_t kMaxElements = uint64_t{1} << 48;
 
 // Bounds-checked little-endian reader over the mapped bytes.
 class Cursor {
@@ -39,15 +43,20 @@ class Cursor {
 
   void need(uint64_t n, const char* what) const {
     if (n > remaining())
-      fail("{}: truncated GGUF file: {} needs {} bytes at offset {}, only {} left", path_, what,
-           n, pos_, remaining());
+      fail("{}: truncated GGUF file: {}{} needs {} bytes at offset {}, only {} left", path_,
+           context_, what, n, pos_, remaining());
   }
+
+  // What is being read ("metadata 'general.name' ", "tensor 'output.weight' "),
+  // for the error message of a truncated file.
+  void set_context(std::string context) { context_ = std::move(context); }
 
  private:
   const uint8_t* data_;
   size_t size_;
   size_t pos_ = 0;
   const std::string& path_;
+  std::string context_;
 };
 
 size_t scalar_size(GGUFType t) {
@@ -66,7 +75,7 @@ GGUFValue read_value(Cursor& c, GGUFType type, const std::string& key, const std
                      int depth) {
   GGUFValue v;
   v.type = type;
-  const char* what = "metadata value";
+  const char* what = "value";
   switch (type) {
     case GGUFType::UINT8: v.scalar = uint64_t{c.read<uint8_t>(what)}; break;
     case GGUFType::INT8: v.scalar = int64_t{c.read<int8_t>(what)}; break;
@@ -144,8 +153,10 @@ GGUFFile::GGUFFile(const std::string& path) : file_(std::make_shared<MappedFile>
     fail("{}: tensor count {} exceeds the file size", path, n_tensors);
 
   for (uint64_t i = 0; i < n_kv; ++i) {
+    c.set_context(fmt::format("metadata entry {} of {}: ", i, n_kv));
     std::string key = c.read_string("metadata key");
-    uint32_t t = c.read<uint32_t>("metadata value type");
+    c.set_context(fmt::format("metadata '{}' ", key));
+    uint32_t t = c.read<uint32_t>("value type");
     if (t > static_cast<uint32_t>(GGUFType::FLOAT64))
       fail("{}: metadata '{}': unknown value type {}", path, key, t);
     GGUFValue v = read_value(c, static_cast<GGUFType>(t), key, path, 0);
@@ -167,30 +178,37 @@ GGUFFile::GGUFFile(const std::string& path) : file_(std::make_shared<MappedFile>
   tensors_.reserve(n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorView tv;
+    c.set_context(fmt::format("tensor info {} of {}: ", i, n_tensors));
     tv.name = c.read_string("tensor name");
-    uint32_t n_dims = c.read<uint32_t>("tensor dimension count");
+    c.set_context(fmt::format("tensor '{}' ", tv.name));
+    uint32_t n_dims = c.read<uint32_t>("dimension count");
     if (n_dims == 0 || n_dims > kMaxDims)
       fail("{}: tensor '{}': invalid dimension count {}", path, tv.name, n_dims);
     for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t ne = c.read<uint64_t>("tensor dimension");
-      if (ne == 0 || ne > (uint64_t{1} << 40))
+      uint64_t ne = c.read<uint64_t>("dimension");
+      if (ne == 0 || ne > kMaxDim)
         fail("{}: tensor '{}': invalid dimension {} = {}", path, tv.name, d, ne);
       tv.shape.push_back(static_cast<int64_t>(ne));
     }
-    uint32_t type_id = c.read<uint32_t>("tensor type");
+    uint32_t type_id = c.read<uint32_t>("type");
     auto info = dtype_info(type_id);
     if (!info) fail("{}: tensor '{}': unsupported tensor type id {}", path, tv.name, type_id);
     tv.type = info->type;
     if (tv.shape[0] % info->block_size != 0)
       fail("{}: tensor '{}': row length {} is not a multiple of the {} block size {}", path,
            tv.name, tv.shape[0], info->name, info->block_size);
-    uint64_t rows = 1;
+    // The element count is checked before each multiplication, so it cannot wrap
+    // around to a small number that the size check below would accept.
+    uint64_t elements = static_cast<uint64_t>(tv.shape[0]);
     for (size_t d = 1; d < tv.shape.size(); ++d) {
-      rows *= static_cast<uint64_t>(tv.shape[d]);
-      if (rows > (uint64_t{1} << 40)) fail("{}: tensor '{}': too many elements", path, tv.name);
+      const auto ne = static_cast<uint64_t>(tv.shape[d]);
+      if (ne > kMaxElements / elements)
+        fail("{}: tensor '{}': {} dimensions hold more than {} elements", path, tv.name,
+             tv.shape.size(), kMaxElements);
+      elements *= ne;
     }
-    tv.nbytes = dtype_row_bytes(tv.type, tv.shape[0]) * rows;
-    uint64_t off = c.read<uint64_t>("tensor offset");
+    tv.nbytes = dtype_row_bytes(tv.type, tv.shape[0]) * (elements / tv.shape[0]);
+    uint64_t off = c.read<uint64_t>("offset");
     if (off % alignment_ != 0)
       fail("{}: tensor '{}': offset {} is not aligned to {}", path, tv.name, off, alignment_);
     offsets.push_back({off});
@@ -199,6 +217,7 @@ GGUFFile::GGUFFile(const std::string& path) : file_(std::make_shared<MappedFile>
     tensors_.push_back(std::move(tv));
   }
 
+  c.set_context("");
   size_t data_start = (c.pos() + alignment_ - 1) / alignment_ * alignment_;
   for (size_t i = 0; i < tensors_.size(); ++i) {
     auto& tv = tensors_[i];

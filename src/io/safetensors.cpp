@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/gguf_writer.h"
+#include "io/json_text.h"
 #include "kernels/quants.h"
 
 namespace tandem {
@@ -18,6 +19,7 @@ using json = nlohmann::json;
 // The Hugging Face implementation refuses headers over 100 MB; anything larger is
 // a corrupt length field, not a real header.
 constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
+constexpr size_t kMaxDims = 8;
 constexpr uint64_t kMaxDim = uint64_t{1} << 40;
 constexpr uint64_t kMaxElements = uint64_t{1} << 48;
 
@@ -84,16 +86,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   const uint8_t* data = header + header_len;
   const uint64_t data_size = size - 8 - header_len;
 
-  json j;
-  try {
-    j = json::parse(header, header + header_len);
-  } catch (const json::exception& e) {
-    fail("{}: invalid safetensors header JSON: {}", path, e.what());
-  }
+  std::string error;
+  auto parsed = try_parse_json(
+      std::string_view(reinterpret_cast<const char*>(header), header_len), &error);
+  if (!parsed) fail("{}: invalid safetensors header JSON: {}", path, error);
+  const json& j = *parsed;
   if (!j.is_object()) fail("{}: safetensors header is not a JSON object", path);
 
   std::vector<Extent> extents;
-  for (const auto& [name, entry] : j.items()) {
+  for (const auto& item : j.items()) {
+    // Not a structured binding: the lambda below captures the name, which
+    // clang before 16 does not allow for bindings.
+    const std::string& name = item.key();
+    const json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) fail("{}: safetensors __metadata__ is not an object", path);
       for (const auto& [k, v] : entry.items()) {
@@ -117,15 +122,19 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
         !is_unsigned_int((*offs)[0]) || !is_unsigned_int((*offs)[1]))
       bad("'data_offsets' must be two non-negative integers");
 
+    if (sh->size() > kMaxDims)
+      bad(fmt::format("shape has {} dimensions (at most {})", sh->size(), kMaxDims));
     // safetensors lists dimensions outermost first; GGML order is the reverse.
     std::vector<int64_t> shape;
     uint64_t numel = 1;
     for (const auto& d : *sh) {
-      if (!is_unsigned_int(d)) bad(fmt::format("invalid dimension {}", d.dump()));
+      if (!is_unsigned_int(d)) bad(fmt::format("invalid dimension {}", json_excerpt(d)));
       uint64_t n = d.get<uint64_t>();
       if (n > kMaxDim) bad(fmt::format("dimension {} is too large", n));
+      // Checked before multiplying: a product that wrapped around could match
+      // a small data_offsets range below.
+      if (n != 0 && numel > kMaxElements / n) bad("too many elements");
       numel *= n;
-      if (numel > kMaxElements) bad("too many elements");
       shape.insert(shape.begin(), static_cast<int64_t>(n));
     }
     const uint64_t begin = (*offs)[0].get<uint64_t>(), end = (*offs)[1].get<uint64_t>();
@@ -136,7 +145,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
                       begin, end, data_size));
     if (size_t esize = dtype_bytes(dtype); esize != 0 && end - begin != numel * esize)
       bad(fmt::format("data_offsets [{}, {}] hold {} bytes, but shape {} of {} needs {}", begin,
-                      end, end - begin, sh->dump(), dtype, numel * esize));
+                      end, end - begin, json_excerpt(*sh), dtype, numel * esize));
     extents.push_back({begin, end, name});
 
     auto type = supported_dtype(dtype);

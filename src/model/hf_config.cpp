@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_text.h"
 #include "model/config.h"
 
 namespace tandem {
@@ -29,7 +30,7 @@ class Fields {
     const json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_number_integer())
-      fail("{}: field '{}{}' must be an integer, got {}", source_, prefix_, key, v->dump());
+      fail("{}: field '{}{}' must be an integer, got {}", source_, prefix_, key, json_excerpt(*v));
     int64_t i = v->get<int64_t>();
     if (i < std::numeric_limits<int>::min() || i > std::numeric_limits<int>::max())
       fail("{}: field '{}{}' = {} is out of range", source_, prefix_, key, i);
@@ -44,7 +45,7 @@ class Fields {
     const json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_number())
-      fail("{}: field '{}{}' must be a number, got {}", source_, prefix_, key, v->dump());
+      fail("{}: field '{}{}' must be a number, got {}", source_, prefix_, key, json_excerpt(*v));
     return v->get<double>();
   }
   double req_number(const char* key) const {
@@ -56,7 +57,8 @@ class Fields {
     const json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_boolean())
-      fail("{}: field '{}{}' must be true or false, got {}", source_, prefix_, key, v->dump());
+      fail("{}: field '{}{}' must be true or false, got {}", source_, prefix_, key,
+           json_excerpt(*v));
     return v->get<bool>();
   }
 
@@ -64,7 +66,7 @@ class Fields {
     const json* v = find(key);
     if (!v) return std::nullopt;
     if (!v->is_string())
-      fail("{}: field '{}{}' must be a string, got {}", source_, prefix_, key, v->dump());
+      fail("{}: field '{}{}' must be a string, got {}", source_, prefix_, key, json_excerpt(*v));
     return v->get<std::string>();
   }
 
@@ -83,7 +85,7 @@ void read_arch(const Fields& f, const std::string& source, ModelConfig& c) {
   if (const json* archs = f.find("architectures")) {
     if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string())
       fail("{}: field 'architectures' must be a non-empty list of strings, got {}", source,
-           archs->dump());
+           json_excerpt(*archs));
     const std::string a = (*archs)[0].get<std::string>();
     if (a == "LlamaForCausalLM") {
       c.arch_name = "llama";
@@ -108,7 +110,7 @@ void read_rope_scaling(const Fields& f, const std::string& source, ModelConfig& 
   const json* rs = f.find("rope_scaling");
   if (!rs) return;
   if (!rs->is_object())
-    fail("{}: field 'rope_scaling' must be an object or null, got {}", source, rs->dump());
+    fail("{}: field 'rope_scaling' must be an object or null, got {}", source, json_excerpt(*rs));
   Fields s(*rs, source, "rope_scaling.");
   // Newer configs say "rope_type", older ones "type".
   std::optional<std::string> type = s.opt_string("rope_type");
@@ -128,7 +130,7 @@ void read_rope_scaling(const Fields& f, const std::string& source, ModelConfig& 
     r.original_context_length = s.req_int("original_max_position_embeddings");
     check(r.factor > 0 && r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor &&
               r.original_context_length > 0,
-          "{}: invalid llama3 rope_scaling {}", source, rs->dump());
+          "{}: invalid llama3 rope_scaling {}", source, json_excerpt(*rs));
   } else {
     fail("{}: unsupported rope_scaling type '{}' (supported: linear, llama3)", source, *type);
   }
@@ -171,12 +173,11 @@ ModelConfig config_from_hf_json(const json& j, const std::string& source) {
     fail("{}: use_sliding_window true is not supported", source);
 
   read_rope_scaling(f, source, c);
+  c.validate(source);  // before sizing anything by head_dim
   if (c.rope_scaling.type == RopeScaling::Type::Llama3) {
-    check(c.head_dim > 0 && c.head_dim % 2 == 0, "{}: invalid head dimension {}", source,
-          c.head_dim);
     c.rope_freq_factors = llama3_rope_factors(c);
+    c.validate(source);
   }
-  c.validate(source);
   return c;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_text.h"
 #include "io/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -33,14 +34,7 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-json read_json(const fs::path& p) {
-  std::string text = read_text(p);
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: invalid JSON: {}", p.string(), e.what());
-  }
-}
+json read_json(const fs::path& p) { return parse_json(read_text(p), p.string()); }
 
 // Per-layer tensors: Hugging Face suffix -> GGUF suffix.
 const std::map<std::string, std::string>& layer_names() {
@@ -81,7 +75,7 @@ Sources open_weights(const fs::path& dir) {
   std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
   for (const auto& [name, shard_json] : index["weight_map"].items()) {
     if (!shard_json.is_string())
-      fail("{}: weight_map['{}'] must be a file name, got {}", ip, name, shard_json.dump());
+      fail("{}: weight_map['{}'] must be a file name, got {}", ip, name, json_excerpt(shard_json));
     const std::string shard = shard_json.get<std::string>();
     // Shards live beside the index: no directories, no escaping the model dir.
     if (shard.empty() || fs::path(shard).filename() != shard)
@@ -134,7 +128,7 @@ std::optional<std::vector<int>> read_ids(const json& j, const char* key, const f
   auto add = [&](const json& v) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 30))
       fail("{}: field '{}' must be a token id or a list of token ids, got {}", file.string(), key,
-           it->dump());
+           json_excerpt(*it));
     ids.push_back(v.get<int>());
   };
   if (it->is_array()) {

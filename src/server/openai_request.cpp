@@ -6,6 +6,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "io/json_text.h"
 #include "server/api_error.h"
 
 namespace tandem::server {
@@ -202,8 +203,14 @@ void parse_stop(const Fields& f, ParsedRequest& r) {
     invalid_request("stop",
                     fmt::format("at most {} stop strings, got {}", kMaxStopStrings, r.stop.size()),
                     "invalid_value");
-  for (const auto& s : r.stop)
+  for (const auto& s : r.stop) {
     if (s.empty()) invalid_request("stop", "stop strings must not be empty", "invalid_value");
+    if (s.size() > kMaxStopStringBytes)
+      invalid_request("stop",
+                      fmt::format("stop strings must be at most {} bytes, got one of {}",
+                                  kMaxStopStringBytes, s.size()),
+                      "invalid_value");
+  }
 }
 
 void parse_sampling(const Fields& f, ParsedRequest& r) {
@@ -276,16 +283,12 @@ void refuse_unsupported(const Fields& f, Endpoint ep) {
 }  // namespace
 
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    // e.what() starts with "[json.exception.parse_error.101] "; keep the readable part.
-    std::string what = e.what();
-    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    invalid_request("", fmt::format("the request body is not valid JSON: {}", what),
+  std::string error;
+  std::optional<json> parsed = try_parse_json(body, &error);
+  if (!parsed)
+    invalid_request("", fmt::format("the request body is not valid JSON: {}", error),
                     "invalid_json");
-  }
+  const json& j = *parsed;
   if (!j.is_object())
     invalid_request("", fmt::format("the request body must be a JSON object, got {}", type_name(j)),
                     "invalid_json");

@@ -23,6 +23,8 @@ constexpr float kDefaultTemperature = 1.0f;
 // chat without it may use the rest of the context, as OpenAI's chat API does.
 constexpr int kDefaultCompletionMaxTokens = 16;
 constexpr int kMaxStopStrings = 16;
+// Streaming holds back as much text as the longest stop string could span.
+constexpr size_t kMaxStopStringBytes = 1024;
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::Completions;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json_text.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/pretokenizer_presets.h"
 #include "tokenizer/tokenizer.h"
@@ -22,11 +23,10 @@ json read_json(const std::string& path) {
   check(in.good(), "{}: cannot open file", path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    fail("{}: not valid JSON: {}", path, e.what());
-  }
+  std::string error;
+  auto j = try_parse_json(ss.str(), &error);
+  if (!j) fail("{}: not valid JSON: {}", path, error);
+  return std::move(*j);
 }
 
 // A field that, when present and not null, must have the expected JSON type.
@@ -182,7 +182,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& path) {
   };
   int n = 0;  // one past the highest id
   for (const auto& [text, id] : vocab_obj->items()) {
-    check(valid_id(id), "{}: model.vocab[\"{}\"] is not a token id: {}", path, text, id.dump());
+    check(valid_id(id), "{}: model.vocab[\"{}\"] is not a token id: {}", path, text,
+          json_excerpt(id));
     n = std::max(n, id.get<int>() + 1);
   }
   const size_t entries = vocab_obj->size() + (added ? added->size() : 0);
@@ -215,7 +216,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& path) {
     const json* id = field(t, "id", json::value_t::number_integer, path, where);
     const json* content = field(t, "content", json::value_t::string, path, where);
     check(id && content, "{}: {} needs \"id\" and \"content\"", path, where);
-    check(valid_id(*id), "{}: {}.id = {} is not a token id", path, where, id->dump());
+    check(valid_id(*id), "{}: {}.id = {} is not a token id", path, where, json_excerpt(*id));
     const int i = id->get<int>();
     const std::string text = content->get<std::string>();
     grow(i);
@@ -247,7 +248,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& path) {
       } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
         merges.emplace_back(m[0], m[1]);
       } else {
-        fail("{}: model.merges[{}] = {} is neither \"a b\" nor [\"a\", \"b\"]", path, i, m.dump());
+        fail("{}: model.merges[{}] = {} is neither \"a b\" nor [\"a\", \"b\"]", path, i,
+             json_excerpt(m));
       }
     }
   }

@@ -63,8 +63,10 @@ void AsyncEngine::loop() {
       stopping = stopping_;
       drain = drain_;
     }
-    for (auto& [id, request] : inbox) {
-      // Forget the mapping when the request ends, whichever way.
+    for (auto& [our_id, request] : inbox) {
+      // Forget the mapping when the request ends, whichever way. (A copy to
+      // capture: lambdas cannot capture structured bindings before clang 16.)
+      const int id = our_id;
       auto user_finish = std::move(request.on_finish);
       request.on_finish = [this, id, user_finish](const RequestResult& r) {
         engine_ids_.erase(id);

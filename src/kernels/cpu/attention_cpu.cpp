@@ -9,7 +9,6 @@
 // multiples of kKeyBlock in absolute position and every row stops at its own
 // position, so a row's arithmetic is the same whichever rows share the call
 // (batch invariance).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_kquant.cpp
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE

@@ -21,3 +21,15 @@
 // right after HWY_BEFORE_NAMESPACE() (HWY_AFTER_NAMESPACE() pops it again).
 // The 256-bit forms still come out VEX-encoded (illegal on Zen 4): use the
 // DpbusdEvex256 helper of simd_dot-inl.h for those.
+
+// GCC 12's AVX-512 headers initialise their "undefined" vectors from themselves
+// (GCC bug 105593), which -Wmaybe-uninitialized reports at those header lines
+// wherever such an intrinsic is inlined. The headers are included here, before
+// Highway includes them, with that warning off inside them only; tandem's own
+// code keeps it.
+#if defined(__GNUC__) && !defined(__clang__) && (defined(__x86_64__) || defined(__i386__))
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif

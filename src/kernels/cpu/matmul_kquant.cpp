@@ -6,10 +6,6 @@
 //   Q3_K: w = d * (sc[g] - 32) * (u - 4)                ->  a = d (sc - 32), b = 4 a
 // with u the unsigned code (Q3_K: the 2 low bits plus 4 for a set hmask bit) and
 // 32-element sub-blocks (Q4_K, Q5_K) giving both their groups the same scales.
-//
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves, which
-// -Wmaybe-uninitialized reports wherever such an intrinsic is inlined.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE

@@ -7,10 +7,6 @@
 //   Q5_0: u = q,       a = d, b = 16 d      Q5_1: u = q, a = d, b = -m
 //   Q8_0: u = q + 128, a = d, b = 128 d
 // for both its groups (w = a u - b).
-//
-// GCC 12's AVX-512 headers initialise "undefined" vectors from themselves, which
-// -Wmaybe-uninitialized reports wherever such an intrinsic is inlined.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE

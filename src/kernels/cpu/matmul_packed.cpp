@@ -11,7 +11,6 @@
 // integer chain; its float scale, and Q4_K's min, are applied once per group.
 // Every activation row runs the same instructions whatever the tile, so results
 // do not depend on which rows share a call (batch invariance).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_kquant.cpp
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE

@@ -1,5 +1,4 @@
 // Vectorised activation quantization (see activations.h for the layout).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // see matmul_kquant.cpp
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE

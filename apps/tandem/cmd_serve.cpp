@@ -43,6 +43,11 @@ struct ServeOpts {
   double drain_timeout = 30;
   int http_threads = 0;
   bool quiet = false;
+  std::string api_key;
+  bool insecure = false;
+  bool public_metrics = false;
+  int max_prompt_tokens = 0;
+  server::ConnectionTimeouts timeouts;
 };
 
 // The id clients use for the model: the file name without ".gguf", or the directory name.
@@ -74,6 +79,14 @@ void run_serve(const ServeOpts& o) {
   check(o.max_queue >= 1, "--max-queue must be >= 1, got {}", o.max_queue);
   check(o.port >= 0 && o.port <= 65535, "--port must be in [0, 65535], got {}", o.port);
   const SpecOptions spec_opt = spec_options(o.spec);  // validate -k before loading anything
+  check(o.max_prompt_tokens >= 0, "--max-prompt-tokens must be >= 0, got {}", o.max_prompt_tokens);
+  for (auto [value, name] : {std::pair{o.timeouts.idle_s, "--idle-timeout"},
+                             std::pair{o.timeouts.header_s, "--header-timeout"},
+                             std::pair{o.timeouts.body_s, "--body-timeout"}})
+    check(value > 0, "{} must be > 0 seconds, got {}", name, value);
+  const server::AccessOptions access{o.api_key, o.public_metrics};
+  (void)server::AccessControl(access);  // checks the key before the model loads
+  server::check_listen_policy(o.host, !o.api_key.empty(), o.insecure);
 
   auto model = Model::load(o.model);
   ThreadPool pool(o.threads);
@@ -113,6 +126,9 @@ void run_serve(const ServeOpts& o) {
   so.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + o.max_batch + 16;
   so.limits.n_ctx = engine->n_ctx();
   so.limits.kv_positions = m0.kv.blocks_total * m0.kv.block_size;
+  so.limits.max_prompt_tokens = o.max_prompt_tokens;
+  so.access = access;
+  so.timeouts = o.timeouts;
 
   AsyncEngine async(std::move(engine), o.max_queue);
   server::HttpServer http(async, *model, so);
@@ -131,6 +147,12 @@ void run_serve(const ServeOpts& o) {
              eo.prefix_cache ? "on" : "off", b.chat_family(),
              o.spec.draft.empty() ? std::string("none")
                                   : fmt::format("{} (k={})", o.spec.draft, o.spec.k));
+  fmt::print(stderr, "{}\n",
+             access.api_key.empty()
+                 ? std::string("no API key: every client that can connect may use the server")
+                 : fmt::format("API key required on /v1/*{}", access.public_metrics
+                                                                  ? " (/metrics is public)"
+                                                                  : " and /metrics"));
   if (!b.chat_unavailable_reason().empty())
     fmt::print(stderr, "warning: /v1/chat/completions will answer 400: {}\n",
                b.chat_unavailable_reason());
@@ -186,6 +208,24 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--http-threads", o.http_threads,
                   "HTTP connections served at once (default: max-queue + max-batch + 16)");
   cmd->add_flag("-q,--quiet", o.quiet, "No log line per request");
+  cmd->add_option("--api-key", o.api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1/* (and /metrics); also read from "
+                  "TANDEM_API_KEY")
+      ->envname("TANDEM_API_KEY");
+  cmd->add_flag("--insecure", o.insecure,
+                "Allow listening on a non-loopback address without an API key");
+  cmd->add_flag("--public-metrics", o.public_metrics, "Serve /metrics without the API key");
+  cmd->add_option("--max-prompt-tokens", o.max_prompt_tokens,
+                  "Longest prompt accepted, in tokens (default: what fits the context)");
+  cmd->add_option("--idle-timeout", o.timeouts.idle_s,
+                  "Seconds a connection may wait before sending a request")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o.timeouts.header_s,
+                  "Seconds from a request's first byte to the end of its headers (408 after)")
+      ->capture_default_str();
+  cmd->add_option("--body-timeout", o.timeouts.body_s,
+                  "Seconds for a request body to arrive once its headers are in (408 after)")
+      ->capture_default_str();
   cmd->callback([] { run_serve(o); });
 }
 

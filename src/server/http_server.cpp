@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -18,6 +21,7 @@
 #include "server/openai_response.h"
 #include "server/request_channel.h"
 #include "server/sse.h"
+#include "server/timed_connection_server.h"
 
 namespace tandem::server {
 namespace {
@@ -65,8 +69,12 @@ const char* rejection_reason(int status) {
   switch (status) {
     case 400:
       return "invalid";
+    case 401:
+      return "unauthorized";
     case 404:
       return "model_not_found";
+    case 408:
+      return "timeout";
     case 413:
       return "too_large";
     case 429:
@@ -82,7 +90,13 @@ const char* rejection_reason(int status) {
 
 struct HttpServer::Impl {
   Impl(AsyncEngine& e, const Model& m, ServerOptions o)
-      : engine(e), model(m), opt(std::move(o)), builder(m, opt.limits), started(unix_now()) {}
+      : engine(e),
+        model(m),
+        opt(std::move(o)),
+        builder(m, opt.limits),
+        access(opt.access),
+        started(unix_now()),
+        http(opt.timeouts) {}
 
   // One generation request being served; shutdown waits until none is left.
   class Ticket {
@@ -111,6 +125,8 @@ struct HttpServer::Impl {
   };
 
   void setup_routes();
+  void setup_guards();
+  std::optional<ApiError> refusal_before_body(const httplib::Request& req) const;
   std::shared_ptr<Ticket> admit();
   void release(uint64_t key);
   void count_rejection(int status);
@@ -126,8 +142,9 @@ struct HttpServer::Impl {
   const Model& model;
   ServerOptions opt;
   RequestBuilder builder;
+  AccessControl access;
   int64_t started;
-  httplib::Server http;
+  TimedConnectionServer http;
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -339,7 +356,17 @@ void HttpServer::Impl::setup_routes() {
       httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
         if (!res.body.empty() || res.status < 400)
           return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 400 && TimedConnectionServer::current_request_timed_out())
+          res.status = 408;  // httplib reports a read that missed its deadline as malformed
         ApiError e = error_for_status(res.status);
+        if (res.status == 408) {
+          count_rejection(408);
+          e = ApiError(408,
+                       fmt::format("the request did not arrive in time (headers within {} s, "
+                                   "body within {} s)",
+                                   opt.timeouts.header_s, opt.timeouts.body_s),
+                       "invalid_request_error", "", "request_timeout");
+        }
         if (res.status == 413) {
           count_rejection(413);
           e = ApiError(413,
@@ -380,6 +407,43 @@ void HttpServer::Impl::setup_routes() {
   http.set_keep_alive_max_count(1000);
 }
 
+// Refusals decided from the headers alone, before httplib reads the body: a
+// missing or wrong API key, a declared body over the limit.
+std::optional<ApiError> HttpServer::Impl::refusal_before_body(const httplib::Request& req) const {
+  if (access.protects(req.path)) {
+    const std::string auth = req.get_header_value("Authorization");
+    if (!access.accepts(auth)) return access.refusal(auth);
+  }
+  const std::string length = req.get_header_value("Content-Length");
+  if (!length.empty()) {
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(length.c_str(), &end, 10);
+    if (errno == ERANGE || n > opt.max_body_bytes)
+      return ApiError(413,
+                      fmt::format("the request body is larger than the server's limit of {} bytes",
+                                  opt.max_body_bytes),
+                      "invalid_request_error", "", "request_too_large");
+  }
+  return std::nullopt;
+}
+
+void HttpServer::Impl::setup_guards() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    auto refusal = refusal_before_body(req);
+    if (!refusal) return httplib::Server::HandlerResponse::Unhandled;
+    if (refusal->status == 401) res.set_header("WWW-Authenticate", "Bearer");
+    res.set_header("Connection", "close");  // see set_close_after below
+    count_rejection(refusal->status);
+    send_error(res, *refusal);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // The body of a refused request stays unread: the connection must not go on
+  // to parse it as the next request.
+  http.set_close_after(
+      [this](const httplib::Request& req) { return refusal_before_body(req).has_value(); });
+}
+
 void HttpServer::Impl::drain() {
   std::unique_lock<std::mutex> lock(mu);
   const auto deadline = std::chrono::steady_clock::now() +
@@ -399,6 +463,7 @@ void HttpServer::Impl::drain() {
 HttpServer::HttpServer(AsyncEngine& engine, const Model& model, ServerOptions opt)
     : impl_(std::make_unique<Impl>(engine, model, std::move(opt))) {
   impl_->setup_routes();
+  impl_->setup_guards();
 }
 
 HttpServer::~HttpServer() {

@@ -10,8 +10,10 @@
 #include <memory>
 #include <string>
 
+#include "server/auth.h"
 #include "server/prometheus.h"
 #include "server/request_builder.h"
+#include "server/connection_timeouts.h"
 
 namespace tandem {
 class AsyncEngine;
@@ -29,6 +31,8 @@ struct ServerOptions {
   double drain_timeout_s = 30;       // shutdown: in-flight requests get this long to finish
   bool log_requests = true;          // one stderr line per request
   ServingLimits limits;
+  AccessOptions access;         // API key; /metrics open or not
+  ConnectionTimeouts timeouts;  // slow or stalled clients
 };
 
 class HttpServer {

@@ -75,6 +75,11 @@ Request RequestBuilder::build(const ParsedRequest& p) const {
   const int n_prompt = static_cast<int>(r.prompt.size());
   const char* prompt_field = p.endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
   if (n_prompt == 0) invalid_request(prompt_field, "the prompt is empty", "empty_prompt");
+  if (limits_.max_prompt_tokens > 0 && n_prompt > limits_.max_prompt_tokens)
+    invalid_request(prompt_field,
+                    fmt::format("the prompt has {} tokens; this server accepts at most {}",
+                                n_prompt, limits_.max_prompt_tokens),
+                    "prompt_too_long");
   // A request must fit both one context and the whole KV cache.
   const int64_t limit = std::min<int64_t>(limits_.n_ctx, limits_.kv_positions);
   const char* limit_name =

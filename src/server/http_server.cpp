@@ -442,6 +442,7 @@ void HttpServer::Impl::setup_guards() {
   // to parse it as the next request.
   http.set_close_after(
       [this](const httplib::Request& req) { return refusal_before_body(req).has_value(); });
+  http.set_on_silent_timeout([this] { count_rejection(408); });
 }
 
 void HttpServer::Impl::drain() {

@@ -187,6 +187,10 @@ void TimedConnectionServer::set_close_after(
   close_after_ = std::move(close_after);
 }
 
+void TimedConnectionServer::set_on_silent_timeout(std::function<void()> on_timeout) {
+  on_silent_timeout_ = std::move(on_timeout);
+}
+
 bool TimedConnectionServer::current_request_timed_out() {
   return t_stream != nullptr && t_stream->read_timed_out();
 }
@@ -207,8 +211,8 @@ bool TimedConnectionServer::process_and_close_socket(socket_t sock) {
       close_after = close_after_ && close_after_(req);
     });
     if (strm.read_timed_out()) {
-      timed_out_.fetch_add(1);
       if (strm.bytes_written() == 0) {  // httplib gave up on the request line silently
+        if (on_silent_timeout_) on_silent_timeout_();
         const std::string body =
             error_json(ApiError(408,
                                 fmt::format("the request did not arrive in time (headers "

@@ -11,8 +11,6 @@
 #pragma once
 #include <httplib.h>
 
-#include <atomic>
-#include <cstdint>
 #include <functional>
 
 #include "server/connection_timeouts.h"
@@ -28,9 +26,12 @@ class TimedConnectionServer : public httplib::Server {
   // their body was read, whose unread bytes must not be taken for a request).
   void set_close_after(std::function<bool(const httplib::Request&)> close_after);
 
+  // Called (on the HTTP thread) for each request whose request line did not
+  // arrive in time: httplib gives up on those silently and this server answers
+  // 408 itself. Later timeouts reach httplib's error handler (see below).
+  void set_on_silent_timeout(std::function<void()> on_timeout);
+
   const ConnectionTimeouts& timeouts() const { return timeouts_; }
-  // Requests answered with 408 (headers or body too slow) since the start.
-  uint64_t timed_out_requests() const { return timed_out_.load(); }
   // On an HTTP thread, inside httplib's error handler: whether the request being
   // answered failed because its headers or body missed their deadline (httplib
   // then reports 400 "malformed", which the handler should turn into 408).
@@ -41,7 +42,7 @@ class TimedConnectionServer : public httplib::Server {
 
   ConnectionTimeouts timeouts_;
   std::function<bool(const httplib::Request&)> close_after_;
-  std::atomic<uint64_t> timed_out_{0};
+  std::function<void()> on_silent_timeout_;
 };
 
 }  // namespace tandem::server

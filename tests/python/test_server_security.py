@@ -16,7 +16,7 @@ import time
 import openai
 
 from test_server import (CHAT, COMPLETION, MODEL, MODEL_NAME, TANDEM, ServerProcess, check,
-                         finish, serving)
+                         finish, parse_metrics, serving)
 
 KEY = "tk-test-0123456789abcdef"
 
@@ -186,13 +186,20 @@ def test_slow_clients(srv, header_timeout, body_timeout, http_threads):
     check(reply.startswith("HTTP/1.1 408") and "request_timeout" in reply
           and took < body_timeout + 5, "a body that never comes -> 408",
           (reply[:80], f"{took:.1f} s"))
+    # A request line that never ends: 408 too.
+    with raw_connection(srv) as sock:
+        sock.sendall(b"POST /v1/comp")
+        reply = read_reply(sock, header_timeout + 10)
+    check(reply.startswith("HTTP/1.1 408") and "request_timeout" in reply,
+          "an unfinished request line -> 408", reply[:80])
     # A connection that sends nothing is closed after the idle timeout, no reply.
     with raw_connection(srv) as sock:
         reply = read_reply(sock, 30)
     check(reply == "", "an idle connection is closed without a reply", reply[:80])
-    m = srv.request("GET", "/metrics", headers={"Authorization": "Bearer " + KEY})[1]
-    check('tandem_requests_rejected_total{reason="timeout"}' in m,
-          "timeouts counted in /metrics")
+    m = parse_metrics(srv.request("GET", "/metrics",
+                                  headers={"Authorization": "Bearer " + KEY})[1])
+    timeouts = m.get('tandem_requests_rejected_total{reason="timeout"}', 0)
+    check(timeouts == len(clients) + 2, "every 408 counted in /metrics", timeouts)
 
 
 def select_readable(sock):

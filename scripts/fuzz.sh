@@ -29,7 +29,7 @@ committed_inputs() {
   for d in tests/fuzz/seeds/"$1" tests/fuzz/regressions/"$1"; do [ -d "$d" ] && echo "$d"; done
 }
 
-if scripts/setup_fuzz.sh && command -v clang++-14 >/dev/null; then
+if scripts/setup.sh --fuzz && command -v clang++-14 >/dev/null; then
   B=build-fuzz
   cmake -S . -B "$B" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTANDEM_FUZZ=ON -DTANDEM_PYTHON="$PY" >/dev/null || exit 1

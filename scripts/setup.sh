@@ -11,6 +11,10 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhwy-dev libpcre2-dev libcpp-httplib-dev
 )
+# `scripts/setup.sh --fuzz` (make fuzz): clang and its libFuzzer runtime too.
+if [ "${1:-}" = "--fuzz" ]; then
+  APT_PACKAGES+=(clang-14 libclang-rt-14-dev)
+fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

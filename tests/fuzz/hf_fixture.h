@@ -4,7 +4,12 @@
 #pragma once
 #include <string>
 
+#include "support/synthetic_model.h"
+
 namespace tandem::fuzz {
+
+// The smallest synthetic llama the seeds and fixtures use: one layer, d_model 32.
+test::SyntheticSpec tiny_spec();
 
 // The directory; created on first use, removed at exit.
 const std::string& hf_fixture_dir();

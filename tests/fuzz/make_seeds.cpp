@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
+#include "hf_fixture.h"
 #include "support/synthetic_model.h"
 
 namespace fs = std::filesystem;
@@ -66,12 +67,7 @@ std::string shrunk_gguf(const fs::path& src, const fs::path& tmp) {
 
 std::vector<test::SyntheticSpec> synthetic_specs() {
   std::vector<test::SyntheticSpec> specs;
-  test::SyntheticSpec tiny;
-  tiny.n_layers = 1;
-  tiny.d_model = 32;
-  tiny.n_heads = 4;
-  tiny.n_kv_heads = 2;
-  tiny.d_ff = 64;
+  const test::SyntheticSpec tiny = fuzz::tiny_spec();
   specs.push_back(tiny);  // llama, F32
   auto qwen = tiny;
   qwen.arch = Arch::Qwen2;

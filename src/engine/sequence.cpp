@@ -62,7 +62,11 @@ RequestResult Sequence::result() {
   RequestResult r;
   r.tokens.assign(tokens_.begin() + n_prompt_, tokens_.end());
   if (text_) {
-    text_->finish();
+    // A request cancelled or aborted between tokens still holds back text (an
+    // incomplete UTF-8 character, a possible stop-string prefix): it goes to the
+    // stream too, so that the streamed text is always the result's text.
+    std::string tail = text_->finish();
+    if (!tail.empty() && request_.on_text) request_.on_text(tail);
     r.text = text_->text();
   }
   r.finish_reason = finish_reason_;

@@ -123,7 +123,7 @@ TEST(AsyncEngine, ConcurrentClientsSubmitStreamAndCancel) {
   int compared = 0;
   for (const auto& per_client : outcomes)
     for (const Outcome& o : per_client) {
-      EXPECT_EQ(o.streamed, o.result.text);
+      EXPECT_EQ(o.streamed, o.result.text) << o.result.finish_reason;
       if (o.result.finish_reason == "cancelled") {
         EXPECT_TRUE(o.cancelled);
         continue;

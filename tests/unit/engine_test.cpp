@@ -209,3 +209,29 @@ TEST(Engine, OnFinishCallbackReceivesEveryResult) {
   EXPECT_FALSE(streamed.empty());
   EXPECT_FALSE(e.take_result(0).has_value()) << "results with a callback are not kept";
 }
+
+// Text a cancelled request was holding back (an incomplete UTF-8 character of
+// the synthetic model's byte tokens) still reaches its stream: the streamed
+// text always equals the result's text.
+TEST(Engine, CancelledStreamsReceiveTheHeldBackTail) {
+  Fixture f;
+  int tails = 0;
+  for (int steps = 1; steps <= 16; ++steps) {
+    ThreadPool pool(1);
+    Engine e(*f.target, pool, paged(1, 512));
+    std::string streamed;
+    RequestResult result;
+    Request r = greedy(ids(8, 11), 40);
+    r.on_text = [&](const std::string& t) { streamed += t; };
+    r.on_finish = [&](const RequestResult& res) { result = res; };
+    const int id = e.submit(r);
+    for (int i = 0; i < steps; ++i) e.step();
+    const size_t before_cancel = streamed.size();
+    e.cancel(id);
+    e.run();
+    ASSERT_EQ(result.finish_reason, "cancelled") << steps;
+    EXPECT_EQ(streamed, result.text) << "cancelled after " << steps << " steps";
+    if (streamed.size() > before_cancel) ++tails;
+  }
+  EXPECT_GT(tails, 0) << "no cancellation point had text held back: the test proves nothing";
+}

@@ -436,7 +436,11 @@ def hf_matrix(tmp):
         ("header length 2^62", struct.pack("<Q", 1 << 62) + b"{}", ["header length"]),
         ("header longer than the file", struct.pack("<Q", 4096) + b"{}", ["exceeds"]),
         ("invalid header JSON", raw_safetensors('{"a": '), ["invalid safetensors header JSON"]),
-        ("header nested 100000 deep", raw_safetensors("[" * 100000), ["nested more than"]),
+        # A dimension nested 100000 deep: copying or printing it recursed once per
+        # level and overflowed the stack (a crash before JSON depth was bounded).
+        ("a dimension nested 100000 deep",
+         raw_safetensors('{"w": {"dtype": "F32", "shape": [' + "[" * 100000 + "]" * 100000
+                         + '], "data_offsets": [0, 4]}}', b"\0" * 4), ["nested more than"]),
         ("header not an object", raw_safetensors("[1]"), ["not a JSON object"]),
         ("dtype missing", raw_safetensors(json.dumps({q: {"shape": [D, D],
                                                            "data_offsets": [0, 4]}}), b"\0" * 4),
@@ -479,7 +483,8 @@ def hf_matrix(tmp):
 
     config_cases = [
         ("config invalid JSON", {"config.json": b'{"hidden_size": '}, ["config.json", "invalid JSON"]),
-        ("config nested deep", {"config.json": b"[" * 100000}, ["config.json", "nested"]),
+        ("config nested deep", {"config.json": b'{"x": ' + b"[" * 100000 + b"]" * 100000 + b"}"},
+         ["config.json", "nested"]),
         ("config hidden_size missing", {"config.json": {k: v for k, v in CONFIG.items()
                                                         if k != "hidden_size"}},
          ["config.json", "hidden_size"]),
@@ -502,6 +507,10 @@ def hf_matrix(tmp):
         ("config sizes against the tensors", {"config.json": cfg(hidden_size=48)},
          ["token_embd.weight", "shape"]),
         ("tokenizer.json invalid", {"tokenizer.json": b"{"}, ["tokenizer.json", "JSON"]),
+        ("tokenizer.json pattern nested 300000 deep", {"tokenizer.json": (
+            b'{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": '
+            b'{"type": "Split", "pattern": ' + b"[" * 300000 + b"]" * 300000 + b"}}")},
+         ["tokenizer.json", "nested"]),
         ("tokenizer.json WordPiece", {"tokenizer.json": {**tokenizer_json(),
                                                          "model": {"type": "WordPiece",
                                                                    "vocab": {}}}},

@@ -169,6 +169,24 @@ class DeadlineStream final : public httplib::Stream {
 // current_request_timed_out() (httplib's error handler has no access to it).
 thread_local const DeadlineStream* t_stream = nullptr;
 
+// After refusing a request whose body is still arriving: closing at once, with
+// unread bytes in the socket, sends a reset that can destroy the refusal before
+// the client reads it. So the sending side is shut first and what the client
+// still sends is read and dropped, for a short while (nginx's lingering close).
+void linger(socket_t sock) {
+  constexpr auto kLinger = std::chrono::seconds(2);
+  constexpr size_t kMaxDrained = size_t{16} << 20;
+  ::shutdown(sock, SHUT_WR);
+  const auto deadline = Clock::now() + kLinger;
+  std::array<char, 16384> sink;
+  for (size_t drained = 0; drained < kMaxDrained;) {
+    if (wait_for(sock, POLLIN, deadline) != Wait::Ready) return;
+    const ssize_t n = ::recv(sock, sink.data(), sink.size(), 0);
+    if (n <= 0) return;
+    drained += static_cast<size_t>(n);
+  }
+}
+
 void write_all(DeadlineStream& strm, const std::string& bytes) {
   size_t off = 0;
   while (off < bytes.size()) {
@@ -199,7 +217,7 @@ bool TimedConnectionServer::process_and_close_socket(socket_t sock) {
   DeadlineStream strm(sock, seconds(timeouts_.write_s));
   t_stream = &strm;
   const std::function<bool()> stopping = [this] { return svr_sock_ == INVALID_SOCKET; };
-  bool ok = false;
+  bool ok = false, refused = false;
   for (size_t served = 0; served < keep_alive_max_count_; ++served) {
     if (!strm.wait_for_request(Clock::now() + seconds(timeouts_.idle_s), stopping)) break;
     strm.start_request(Clock::now() + seconds(timeouts_.header_s));
@@ -227,9 +245,11 @@ bool TimedConnectionServer::process_and_close_socket(socket_t sock) {
       }
       break;
     }
+    refused = close_after;
     if (!ok || connection_closed || close_after) break;
   }
   t_stream = nullptr;
+  if (refused) linger(sock);
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;

@@ -54,7 +54,7 @@ def test_api_key(srv):
     except openai.AuthenticationError as e:
         check(e.status_code == 401, "OpenAI client with a wrong key raises AuthenticationError")
 
-    # A refused request's body is never read: the connection is closed after the
+    # A refused request's body is never parsed: the connection is closed after the
     # 401, so its bytes cannot be taken for another request.
     with socket.create_connection((srv.host, srv.port), timeout=10) as s:
         payload = b'{"prompt": "x"}' + b" " * 2_000_000
@@ -63,6 +63,14 @@ def test_api_key(srv):
         reply = s.recv(65536).decode("latin-1")
         check(reply.startswith("HTTP/1.1 401") and "Connection: close" in reply,
               "401 sent before the body, connection closed", reply[:200])
+    # A client that sends its whole body at once still gets the refusal (the
+    # server drains what arrives instead of resetting the connection).
+    for attempt in range(3):
+        try:
+            s, data, _ = srv.request("POST", COMPLETION, body='{"prompt": "x"}' + " " * 3_000_000)
+        except OSError as e:
+            s, data = repr(e), None
+        check(s == 401, f"401 reaches a client sending a 3 MB body at once ({attempt + 1})", s)
 
 
 def test_limits(srv):

@@ -417,8 +417,7 @@ std::optional<ApiError> HttpServer::Impl::refusal_before_body(const httplib::Req
   const std::string length = req.get_header_value("Content-Length");
   if (!length.empty()) {
     errno = 0;
-    char* end = nullptr;
-    const unsigned long long n = std::strtoull(length.c_str(), &end, 10);
+    const unsigned long long n = std::strtoull(length.c_str(), nullptr, 10);
     if (errno == ERANGE || n > opt.max_body_bytes)
       return ApiError(413,
                       fmt::format("the request body is larger than the server's limit of {} bytes",

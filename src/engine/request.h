@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "spec/request_stats.h"
 
 namespace tandem {
 
@@ -15,26 +16,6 @@ struct RequestParams {
   std::vector<std::string> stop_strings;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
   bool speculate = true;    // let the engine's drafter propose tokens for this request
-};
-
-// Counters of one request; times in milliseconds.
-struct RequestStats {
-  int n_prompt = 0;
-  int n_generated = 0;
-  int rounds = 0;          // target forward passes after the prefill (decode steps or verifies)
-  int spec_rounds = 0;     // rounds that verified at least one drafted token
-  int drafted = 0;         // drafted tokens proposed to the target
-  int accepted = 0;        // drafted tokens the target accepted
-  int rejections = 0;      // rounds that ended by rejecting a draft
-  double prefill_ms = 0, decode_ms = 0;
-  double draft_ms = 0, verify_ms = 0;  // decode_ms = draft_ms + verify_ms + the rest
-  double spec_verify_ms = 0;           // the part of verify_ms in rounds with drafts
-
-  double acceptance_rate() const { return drafted ? double(accepted) / drafted : 0.0; }
-  // Tokens emitted per round after the prefill (1 for plain decoding).
-  double tokens_per_round() const {
-    return rounds ? double(n_generated > 0 ? n_generated - 1 : 0) / rounds : 0.0;
-  }
 };
 
 struct RequestResult {

@@ -7,18 +7,12 @@
 namespace tandem {
 
 Sequence::Sequence(int id, const Model& model, Request request)
-    : id_(id),
+    : Generation(id, std::move(request.prompt), request.params.sampling, request.params.max_tokens,
+                 request.params.speculate),
       model_(model),
-      request_(std::move(request)),
-      tokens_(request_.prompt),
-      n_prompt_(static_cast<int>(request_.prompt.size())),
-      rng_(request_.params.sampling.seed) {
-  check(n_prompt_ > 0, "empty prompt");
-  check(params().max_tokens >= 0, "max_tokens must be >= 0, got {}", params().max_tokens);
-  params().sampling.validate();
+      request_(std::move(request)) {
   if (const Tokenizer* tok = model.tokenizer())
     text_ = std::make_unique<TextStream>(*tok, params().stop_strings);
-  stats_.n_prompt = n_prompt_;
   if (params().max_tokens == 0) finish_reason_ = "length";
 }
 
@@ -29,8 +23,7 @@ bool Sequence::accept(int token) {
   if (!params().ignore_eos && model_.is_stop(token)) {
     finish_reason_ = "stop";
   } else {
-    tokens_.push_back(token);
-    stats_.n_generated = n_generated();
+    append(token);
     if (text_ && text_->push(token))
       finish_reason_ = "stop";
     else if (remaining() <= 0)
@@ -60,13 +53,13 @@ bool Sequence::notify_finished(const RequestResult& r) const {
 
 RequestResult Sequence::result() {
   RequestResult r;
-  r.tokens.assign(tokens_.begin() + n_prompt_, tokens_.end());
+  r.tokens.assign(tokens().begin() + n_prompt(), tokens().end());
   if (text_) {
     text_->finish();
     r.text = text_->text();
   }
   r.finish_reason = finish_reason_;
-  r.stats = stats_;
+  r.stats = stats();
   return r;
 }
 

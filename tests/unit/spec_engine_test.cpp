@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "engine/prompt_logits.h"
 #include "model/model.h"
+#include "spec/draft_hints.h"
 #include "spec/lookup_first_drafter.h"
 #include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
@@ -56,6 +57,14 @@ Models load_models(Arch arch, int vocab, bool tokenizer) {
   s.n_layers = 1;
   m.other = Model::load(test::write_synthetic_gguf(s, dir + "/other.gguf"));
   return m;
+}
+
+// Drafters see requests as DraftContexts.
+double propose(Drafter& drafter, const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+               std::vector<Draft>& out) {
+  std::vector<DraftContext> reqs;
+  for (Sequence* s : seqs) reqs.push_back(s->draft_context());
+  return drafter.propose(reqs, k, out);
 }
 
 std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
@@ -285,25 +294,25 @@ TEST(NgramDrafterEvidence, IsKeptPerRequest) {
   Sequence a(1, *m.target, greedy_request(prompt, 16));
   Sequence b(2, *m.target, greedy_request(prompt, 16));
   std::vector<Draft> out;
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "with no evidence at all, the prior of 1/2";
   for (int round = 0; round < 20; ++round) {
-    drafter.propose({&a}, {3}, out);
+    propose(drafter, {&a}, {3}, out);
     ASSERT_EQ(out[0].tokens, (std::vector<int>{7, 5, 6}));
-    drafter.sync(a, out[0], 0);  // rejected at once
+    drafter.sync(a.draft_context(), out[0], 0);  // rejected at once
   }
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   const double alpha_a = out[0].alpha;
   EXPECT_LT(alpha_a, 0.1) << "twenty rejections should lower a's estimate";
-  drafter.propose({&b}, {3}, out);
+  propose(drafter, {&b}, {3}, out);
   EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "a's misses are not b's";
-  drafter.sync(b, out[0], 3);
-  drafter.propose({&b}, {3}, out);
+  drafter.sync(b.draft_context(), out[0], 3);
+  propose(drafter, {&b}, {3}, out);
   EXPECT_GT(out[0].alpha, 0.5);
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   EXPECT_LT(out[0].alpha, 0.1) << "b's acceptances are not a's";
-  drafter.release(a);
-  drafter.propose({&a}, {3}, out);
+  drafter.release(a.id());
+  propose(drafter, {&a}, {3}, out);
   EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "release forgets the request";
 }
 
@@ -319,18 +328,18 @@ TEST(LookupFirstDrafter, TakesWhicheverIsAcceptedMoreOften) {
   const std::vector<int> prompt{5, 6, 7, 5, 6, 7, 5, 6};
   Sequence a(1, *m.target, greedy_request(prompt, 16));
   std::vector<Draft> out;
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tokens, (std::vector<int>{7, 5, 6}));
   EXPECT_EQ(out[0].tag, 4) << "a lookup on a 4-token match";
-  drafter.sync(a, out[0], 0);  // rejected at once: 1.6/3 < the model's 2/3
-  drafter.propose({&a}, {3}, out);
+  drafter.sync(a.draft_context(), out[0], 0);  // rejected at once: 1.6/3 < the model's 2/3
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tag, 0) << "the model drafts after a rejected lookup";
   EXPECT_EQ(out[0].tokens.size(), 3u);
-  drafter.sync(a, out[0], 0);  // the model's draft rejected too: 2/4 < 1.6/3
-  drafter.propose({&a}, {3}, out);
+  drafter.sync(a.draft_context(), out[0], 0);  // the model's draft rejected too: 2/4 < 1.6/3
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tag, 4) << "lookups again once the model does worse";
-  drafter.release(a);
-  drafter.propose({&a}, {3}, out);
+  drafter.release(a.id());
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tag, 4) << "release forgets the request";
 }
 
@@ -343,11 +352,11 @@ TEST(NgramDrafterEvidence, NewRequestsStartFromGoodEvidenceOfEarlierOnes) {
   Sequence a(1, *m.target, greedy_request(prompt, 16));
   std::vector<Draft> out;
   for (int round = 0; round < 20; ++round) {
-    drafter.propose({&a}, {3}, out);
-    drafter.sync(a, out[0], 3);  // accepted whole
+    propose(drafter, {&a}, {3}, out);
+    drafter.sync(a.draft_context(), out[0], 3);  // accepted whole
   }
   Sequence b(2, *m.target, greedy_request(prompt, 16));
-  drafter.propose({&b}, {3}, out);
+  propose(drafter, {&b}, {3}, out);
   EXPECT_GT(out[0].alpha, 0.8) << "a's acceptances of this match length carry over to b";
 }
 
@@ -365,37 +374,39 @@ class ModelDrafterCatchUp : public ::testing::Test {
 TEST_F(ModelDrafterCatchUp, MeasuredOnALazyPrefillAndPricedByTheTokensLacking) {
   ModelDrafter drafter(*m.other, *m.target, pool, kv);
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 7), 16));
-  EXPECT_EQ(drafter.catch_up_ms(a), 0) << "nothing measured yet";
+  EXPECT_EQ(drafter.catch_up_ms(a.draft_context()), 0) << "nothing measured yet";
   std::vector<Draft> out;
-  drafter.propose({&a}, {2}, out);  // step 0 prefills the 40 prompt tokens
-  drafter.sync(a, out[0], 0);
-  EXPECT_EQ(drafter.catch_up_ms(a), 0) << "a's draft cache lacks only its last token";
+  propose(drafter, {&a}, {2}, out);  // step 0 prefills the 40 prompt tokens
+  drafter.sync(a.draft_context(), out[0], 0);
+  EXPECT_EQ(drafter.catch_up_ms(a.draft_context()), 0) << "a's draft cache lacks only its last token";
   Sequence b(2, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 8), 16));
   Sequence c(3, *m.target, greedy_request(test::pseudo_random_ids(20, 384, 9), 16));
-  EXPECT_GT(drafter.catch_up_ms(b), 0);
-  EXPECT_NEAR(drafter.catch_up_ms(c) / drafter.catch_up_ms(b), 19.0 / 39.0, 1e-9)
+  EXPECT_GT(drafter.catch_up_ms(b.draft_context()), 0);
+  EXPECT_NEAR(drafter.catch_up_ms(c.draft_context()) / drafter.catch_up_ms(b.draft_context()), 19.0 / 39.0, 1e-9)
       << "priced per token lacking (all but the last)";
 }
 
 namespace {
 // Records the draft lengths the runner asks for; proposes k copies of token 1.
-class RecordingDrafter final : public Drafter {
+class RecordingDrafter final : public Drafter, public DraftCostHints {
  public:
   // relative_cost: the prior cost of a draft step (0: none).
   explicit RecordingDrafter(std::vector<std::vector<int>>* log, double relative_cost = 0)
       : log_(log), relative_cost_(relative_cost) {}
   std::string name() const override { return "recording"; }
-  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+  double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                  std::vector<Draft>& out, const DraftStop*) override {
-    log_->push_back(k);
-    out.resize(seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i) {
+    log_->emplace_back(k.begin(), k.end());
+    out.resize(reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
       out[i].clear();
       out[i].tokens.assign(k[i], 1);
     }
     return 1.0;
   }
-  bool uses_model() const override { return true; }
+  const DraftCostHints* cost_hints() const override { return this; }
+  int catch_up_tokens(const DraftContext&) const override { return 0; }
+  double catch_up_ms(const DraftContext&) const override { return 0; }
   double relative_cost() const override { return relative_cost_; }
 
  private:
@@ -429,7 +440,7 @@ TEST(AdaptiveKExploration, OneRequestOfABatchDraftsTheFirstRound) {
   });
   ASSERT_NE(first, log.end()) << "the batch never drafted";
   EXPECT_EQ(std::count(first->begin(), first->end(), 0), 3) << "one request explores";
-  EXPECT_EQ(*std::max_element(first->begin(), first->end()), kExploreDraft);
+  EXPECT_EQ(*std::max_element(first->begin(), first->end()), DraftPolicyTuning{}.explore_draft);
 }
 
 // A drafter whose prior cost says drafting cannot pay (a step costing twice a
@@ -460,7 +471,7 @@ TEST_F(ModelDrafterCatchUp, PriorCostIsItsWeightBytesOverTheTargets) {
   ModelDrafter limited(*m.other, *m.target, pool, kv, 64);
   EXPECT_LT(limited.relative_cost(), small.relative_cost());
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 7), 16));
-  EXPECT_EQ(small.catch_up_tokens(a), 39) << "all but the last token, which step 0 feeds";
+  EXPECT_EQ(small.catch_up_tokens(a.draft_context()), 39) << "all but the last token, which step 0 feeds";
 }
 
 // Drafting one token at a time, every step 0 after an accepted draft feeds two
@@ -470,9 +481,9 @@ TEST_F(ModelDrafterCatchUp, OneTokenDraftsStillTimeADraftStep) {
   ModelDrafter drafter(*m.same_q8, *m.target, pool, kv);
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(20, 384, 11), 16));
   std::vector<Draft> out;
-  EXPECT_LT(drafter.propose({&a}, {1}, out), 0) << "a lazy prefill is no draft step";
+  EXPECT_LT(propose(drafter, {&a}, {1}, out), 0) << "a lazy prefill is no draft step";
   a.accept(out[0].tokens[0]);
   a.accept(3);  // the bonus token
-  drafter.sync(a, out[0], 1);
-  EXPECT_GT(drafter.propose({&a}, {1}, out), 0);
+  drafter.sync(a.draft_context(), out[0], 1);
+  EXPECT_GT(propose(drafter, {&a}, {1}, out), 0);
 }

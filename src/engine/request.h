@@ -5,17 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
+#include "spec/generation.h"
 #include "spec/request_stats.h"
 
 namespace tandem {
 
-struct RequestParams {
-  int max_tokens = 128;
-  SamplingParams sampling;
+// How to decode (spec/generation.h: max_tokens, sampling, speculate, logprobs,
+// constraint), and when to stop.
+struct RequestParams : DecodeParams {
   std::vector<std::string> stop_strings;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
-  bool speculate = true;    // let the engine's drafter propose tokens for this request
 };
 
 struct RequestResult {
@@ -23,6 +24,19 @@ struct RequestResult {
   std::string text;
   std::string finish_reason;  // "stop", "length" or "cancelled"
   RequestStats stats;
+  // One per generated token when params.logprobs >= 0.
+  std::vector<TokenLogprobs> logprobs;
+};
+
+// One generated token as it is streamed.
+struct TokenOutput {
+  int id = -1;
+  bool drafted = false;  // an accepted draft token (false: the target's own)
+  // The text that became final with this token (may be empty: an incomplete
+  // UTF-8 sequence, or text held back while it may still start a stop string).
+  // The pieces of all tokens, in order, are the output text.
+  std::string text;
+  const TokenLogprobs* logprobs = nullptr;  // when asked for (params.logprobs >= 0)
 };
 
 struct Request {
@@ -30,6 +44,9 @@ struct Request {
   RequestParams params;
   // Streaming: called with each piece of final text as soon as it is complete UTF-8.
   std::function<void(const std::string&)> on_text;
+  // Streaming, token by token: called for every generated token (after on_text
+  // for the same text), with what it made final and how it was produced.
+  std::function<void(const TokenOutput&)> on_token;
   // Called once when the request finishes (also when cancelled), from the thread
   // that runs the engine.
   std::function<void(const RequestResult&)> on_finish;

@@ -7,8 +7,7 @@
 namespace tandem {
 
 Sequence::Sequence(int id, const Model& model, Request request)
-    : Generation(id, std::move(request.prompt), request.params.sampling, request.params.max_tokens,
-                 request.params.speculate),
+    : Generation(id, std::move(request.prompt), request.params),
       model_(model),
       request_(std::move(request)) {
   if (const Tokenizer* tok = model.tokenizer())
@@ -18,25 +17,29 @@ Sequence::Sequence(int id, const Model& model, Request request)
 
 Sequence::~Sequence() = default;
 
-bool Sequence::accept(int token) {
+bool Sequence::accept(const EmittedToken& token) {
   if (finished()) return false;
-  if (!params().ignore_eos && model_.is_stop(token)) {
+  const bool appended = params().ignore_eos || !model_.is_stop(token.id);
+  if (!appended) {
     finish_reason_ = "stop";
   } else {
-    append(token);
-    if (text_ && text_->push(token))
+    append(token.id);
+    if (token.logprobs) logprobs_.push_back(*token.logprobs);
+    if (text_ && text_->push(token.id))
       finish_reason_ = "stop";
     else if (remaining() <= 0)
       finish_reason_ = "length";
   }
-  emit_ready_text();
+  emit_ready_text(appended ? &token : nullptr);
   return !finished();
 }
 
-void Sequence::emit_ready_text() {
-  if (!text_ || !request_.on_text) return;
+void Sequence::emit_ready_text(const EmittedToken* token) {
+  if (!text_ || (!request_.on_text && !request_.on_token)) return;
   std::string piece = finished() ? text_->finish() : text_->take_ready();
-  if (!piece.empty()) request_.on_text(piece);
+  if (!piece.empty() && request_.on_text) request_.on_text(piece);
+  if (token && request_.on_token)
+    request_.on_token({token->id, token->drafted, std::move(piece), token->logprobs});
 }
 
 void Sequence::cancel() { abort("cancelled"); }
@@ -60,6 +63,7 @@ RequestResult Sequence::result() {
   }
   r.finish_reason = finish_reason_;
   r.stats = stats();
+  r.logprobs = std::move(logprobs_);
   return r;
 }
 

@@ -23,7 +23,8 @@ class Sequence final : public Generation {
 
   // Append one sampled token, applying the stop conditions: an end-of-generation
   // token, a stop string, the token limit.
-  bool accept(int token) override;
+  using Generation::accept;
+  bool accept(const EmittedToken& token) override;
   bool finished() const { return !finish_reason_.empty(); }
   const std::string& finish_reason() const { return finish_reason_; }
   void cancel();  // finish with reason "cancelled"
@@ -41,12 +42,14 @@ class Sequence final : public Generation {
   bool notify_finished(const RequestResult& r) const;
 
  private:
-  void emit_ready_text();
+  // Stream the text that became final (with the token that made it so, if any).
+  void emit_ready_text(const EmittedToken* token);
 
   const Model& model_;
   Request request_;
   std::unique_ptr<TextStream> text_;
   std::string finish_reason_;
+  std::vector<TokenLogprobs> logprobs_;  // of each generated token, when asked for
 };
 
 }  // namespace tandem

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 #include "spec/draft_stop.h"
@@ -118,10 +119,16 @@ float ModelDrafter::softmax_prob(const float* logits, int token) const {
 }
 
 int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vector<int>& context,
-                         Draft& d, bool confident) {
+                         const TokenConstraint* constraint, Draft& d, bool confident) {
   const int V = tf_.vocab_size();
   const SamplingParams& sp = *req.sampling;
   apply_repetition_penalty(logits, V, context.data(), static_cast<int>(context.size()), sp);
+  if (constraint) {
+    // q is masked as the target's p is; where the constraint leaves none of the
+    // ids this draft may propose, the draft ends.
+    constraint->mask(logits, V);
+    if (logits[argmax(logits, V)] == -std::numeric_limits<float>::infinity()) return -1;
+  }
   if (sp.greedy()) {
     const int t = argmax(logits, V);
     if (confident) d.confidence.push_back(softmax_prob(logits, t));
@@ -144,6 +151,7 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     SeqState* st;
     int k;
     std::vector<int> context;  // tokens + drafts so far (the penalty's context)
+    std::unique_ptr<TokenConstraint> constraint;  // the request's, advanced through the drafts
   };
   std::vector<Job> jobs;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -155,7 +163,8 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     // Drafting k tokens writes positions up to len + k - 2.
     const int room = std::min(k[i], n_ctx_ - len + 1);
     if (room <= 0) continue;
-    jobs.push_back({i, st, room, {reqs[i].tokens.begin(), reqs[i].tokens.end()}});
+    jobs.push_back({i, st, room, {reqs[i].tokens.begin(), reqs[i].tokens.end()},
+                    reqs[i].constraint ? reqs[i].constraint->fork() : nullptr});
   }
   if (jobs.empty()) return -1;
 
@@ -207,10 +216,15 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     int row = 0;
     for (auto& j : jobs) {
       if (j.k <= step) continue;
-      int t = choose(reqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context, out[j.i],
-                     stop != nullptr);
+      const int t = choose(reqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context,
+                           j.constraint.get(), out[j.i], stop != nullptr);
+      if (t < 0) {
+        j.k = step;  // nothing it may propose keeps to the constraint
+        continue;
+      }
       out[j.i].tokens.push_back(t);
       j.context.push_back(t);
+      if (j.constraint) j.constraint->advance(t);
       if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, out[j.i])) j.k = step + 1;
     }
     if (steady) {

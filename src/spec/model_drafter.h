@@ -61,9 +61,10 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   };
   SeqState* state_for(int request_id);  // allocates a slot; null when none is free
   // Turn one row of draft logits into the next draft token for req (and its q,
-  // and with `confident` its confidence).
-  int choose(const DraftContext& req, float* logits, const std::vector<int>& context, Draft& d,
-             bool confident);
+  // and with `confident` its confidence), within `constraint` (null: none).
+  // Returns -1 when the constraint allows none of the ids the draft may propose.
+  int choose(const DraftContext& req, float* logits, const std::vector<int>& context,
+             const TokenConstraint* constraint, Draft& d, bool confident);
   // The draft's probability of `token` under plain softmax (greedy requests).
   float softmax_prob(const float* logits, int token) const;
 

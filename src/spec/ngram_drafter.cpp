@@ -45,6 +45,13 @@ std::vector<AcceptanceEstimate>& NgramDrafter::evidence(int request_id) {
   return it->second;
 }
 
+void NgramDrafter::keep_within(const TokenConstraint& constraint, std::vector<int>& tokens) {
+  auto state = constraint.fork();
+  size_t n = 0;
+  for (; n < tokens.size() && state->allows(tokens[n]); ++n) state->advance(tokens[n]);
+  tokens.resize(n);
+}
+
 double NgramDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                              std::vector<Draft>& out, const DraftStop*) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -53,6 +60,7 @@ double NgramDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     out[i].clear();
     int n = 0;
     out[i].tokens = lookup(reqs[i].tokens, k[i], max_n_, min_n_, &n);
+    if (reqs[i].constraint) keep_within(*reqs[i].constraint, out[i].tokens);
     out[i].tag = n;
     out[i].alpha = evidence(reqs[i].id)[n].alpha();
   }

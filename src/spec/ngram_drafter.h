@@ -26,6 +26,9 @@ class NgramDrafter final : public Drafter {
   // (if given) receives the length of the match (0: none).
   static std::vector<int> lookup(std::span<const int> tokens, int k, int max_n, int min_n = 1,
                                  int* n_out = nullptr);
+  // Cut a proposal at its first token the constraint (in its current state)
+  // does not allow: what follows could never be accepted.
+  static void keep_within(const TokenConstraint& constraint, std::vector<int>& tokens);
 
  private:
   int max_n_, min_n_;

@@ -20,15 +20,8 @@ SpeculativeRunner::SpeculativeRunner(Transformer& target, KVCache& cache, Drafte
                                      SpecOptions opt)
     : target_(target), cache_(cache), drafter_(drafter), policy_(drafter, opt) {}
 
-int SpeculativeRunner::sample_next(Generation& seq, float* logits) {
-  const int V = target_.vocab_size();
-  const auto& sp = seq.sampling();
-  const auto& toks = seq.tokens();
-  apply_repetition_penalty(logits, V, toks.data(), static_cast<int>(toks.size()), sp);
-  if (sp.greedy()) return argmax(logits, V);
-  SamplingDistribution p;
-  p.compute(logits, V, sp);
-  return p.sample(seq.rng());
+VerifyExtras SpeculativeRunner::extras(const Generation& seq) {
+  return {seq.constraint(), seq.top_logprobs(), &logprobs_};
 }
 
 void SpeculativeRunner::prefill(const std::vector<std::pair<Generation*, int>>& chunks) {
@@ -54,8 +47,13 @@ void SpeculativeRunner::prefill(const std::vector<std::pair<Generation*, int>>& 
   const double ms = ms_since(t0);
   policy_.record_prefill(fed, ms);
   for (auto [s, n] : chunks) s->stats().prefill_ms += ms;
-  for (size_t i = 0; i < completed.size(); ++i)
-    completed[i]->accept(sample_next(*completed[i], &logits_[i * V]));
+  // A new request's first token: a verification of an empty draft.
+  for (size_t i = 0; i < completed.size(); ++i) {
+    Generation& s = *completed[i];
+    const Verdict v =
+        verify_draft(&logits_[i * V], V, Draft{}, s.sampling(), s.tokens(), s.rng(), extras(s));
+    s.accept({v.token, false, logprobs_.empty() ? nullptr : &logprobs_[0]});
+  }
 }
 
 std::vector<RoundRequest> SpeculativeRunner::describe(const std::vector<Generation*>& seqs) const {
@@ -136,11 +134,12 @@ double SpeculativeRunner::verify(const std::vector<Generation*>& seqs) {
 Verdict SpeculativeRunner::accept(Generation& s, const Draft& d, float* logits) {
   const int base = static_cast<int>(s.tokens().size());  // the cache holds all of these now
   const Verdict v =
-      verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng());
+      verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng(), extras(s));
   policy_.record_verdict(s.id(), d, v.n_accepted);
+  auto logprobs = [&](int j) { return logprobs_.empty() ? nullptr : &logprobs_[j]; };
   bool open = true;
-  for (int j = 0; j < v.n_accepted && open; ++j) open = s.accept(d.tokens[j]);
-  if (open) s.accept(v.token);
+  for (int j = 0; j < v.n_accepted && open; ++j) open = s.accept({d.tokens[j], true, logprobs(j)});
+  if (open) s.accept({v.token, false, logprobs(v.n_accepted)});
   // The cache keeps the pending tokens and the accepted drafts; the new last
   // token (correction or bonus) is fed next round.
   cache_.truncate_to(s.target_slot, base + v.n_accepted);

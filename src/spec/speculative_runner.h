@@ -64,8 +64,9 @@ class SpeculativeRunner {
   double verify(const std::vector<Generation*>& seqs);
   // Steps 3-4 for one request (its logits rows are modified: repetition penalty).
   Verdict accept(Generation& seq, const Draft& draft, float* logits);
-  // Sample the request's next token from one row of logits (prefill's last row).
-  int sample_next(Generation& seq, float* logits);
+  // What verifying for seq applies (its constraint) and reports (log-probabilities
+  // into logprobs_).
+  VerifyExtras extras(const Generation& seq);
 
   Transformer& target_;
   KVCache& cache_;
@@ -73,6 +74,7 @@ class SpeculativeRunner {
   DraftPolicy policy_;
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   std::vector<Draft> drafts_;
+  std::vector<TokenLogprobs> logprobs_;  // of the request being accepted
   std::vector<int> first_row_;
   ForwardBatch batch_;
 };

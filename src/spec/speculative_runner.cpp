@@ -90,7 +90,8 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const std::ve
   }
   const double total_ms = ms_since(t0);
   for (Generation* s : seqs) s->stats().decode_ms += total_ms;
-  const int drafting = static_cast<int>(std::count_if(k.begin(), k.end(), [](int x) { return x > 0; }));
+  const int drafting =
+      static_cast<int>(std::count_if(k.begin(), k.end(), [](int x) { return x > 0; }));
   policy_.record_round({batch_.size(), verify_ms, drafting, step_ms, emitted, total_ms});
 }
 

@@ -81,7 +81,7 @@ TEST(ConstrainedDecoding, GreedyOutputIsTheSameWithEveryDrafter) {
             << "drafter " << int(kind) << " k " << so.k << " prompt " << i;
         drafted += spec[i].stats.drafted;
       }
-      EXPECT_GT(drafted, 0) << "drafter " << int(kind) << ": the speculative path was not exercised";
+      EXPECT_GT(drafted, 0) << "drafter " << int(kind) << ": speculation was not exercised";
     }
   }
 }

@@ -265,11 +265,13 @@ TEST_F(ModelDrafterCatchUp, MeasuredOnALazyPrefillAndPricedByTheTokensLacking) {
   std::vector<Draft> out;
   propose(drafter, {&a}, {2}, out);  // step 0 prefills the 40 prompt tokens
   drafter.sync(a.draft_context(), out[0], 0);
-  EXPECT_EQ(drafter.catch_up_ms(a.draft_context()), 0) << "a's draft cache lacks only its last token";
+  EXPECT_EQ(drafter.catch_up_ms(a.draft_context()), 0)
+      << "a's draft cache lacks only its last token";
   Sequence b(2, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 8), 16));
   Sequence c(3, *m.target, greedy_request(test::pseudo_random_ids(20, 384, 9), 16));
   EXPECT_GT(drafter.catch_up_ms(b.draft_context()), 0);
-  EXPECT_NEAR(drafter.catch_up_ms(c.draft_context()) / drafter.catch_up_ms(b.draft_context()), 19.0 / 39.0, 1e-9)
+  EXPECT_NEAR(drafter.catch_up_ms(c.draft_context()) / drafter.catch_up_ms(b.draft_context()),
+              19.0 / 39.0, 1e-9)
       << "priced per token lacking (all but the last)";
 }
 
@@ -358,7 +360,8 @@ TEST_F(ModelDrafterCatchUp, PriorCostIsItsWeightBytesOverTheTargets) {
   ModelDrafter limited(*m.other, *m.target, pool, kv, 64);
   EXPECT_LT(limited.relative_cost(), small.relative_cost());
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 7), 16));
-  EXPECT_EQ(small.catch_up_tokens(a.draft_context()), 39) << "all but the last token, which step 0 feeds";
+  EXPECT_EQ(small.catch_up_tokens(a.draft_context()), 39)
+      << "all but the last token, which step 0 feeds";
 }
 
 // Drafting one token at a time, every step 0 after an accepted draft feeds two

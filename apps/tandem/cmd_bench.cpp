@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "cache/contiguous_kv_cache.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/transformer.h"
 
@@ -98,7 +98,7 @@ void run_decode_bench(const DecodeOptions& o) {
   check(o.prompt_tokens >= 1 && o.gen_tokens >= 1 && o.k >= 1 && o.verify_reps >= 1,
         "bench decode: --prompt, --gen, -k and --reps must be at least 1");
   ThreadPool pool(o.threads);
-  auto model = Model::load(o.model);
+  auto model = load_model(o.model);
   Transformer tf(*model, pool);
   const int V = tf.vocab_size();
   const int ctx = o.prompt_tokens + o.gen_tokens + o.k + 2;
@@ -112,7 +112,7 @@ void run_decode_bench(const DecodeOptions& o) {
   ForwardBatch b;
 
   fmt::print("model {} ({}), {} threads, SIMD {}, KV cache {}\n", o.model,
-             model->format(), pool.size(), kernels::simd_target_name(), o.kv);
+             model->format(), pool.size(), tf.kernels().name(), o.kv);
   const auto& packing = model->packing();
   fmt::print("packed at load: {} matrices, {:.1f} MB, {:.2f} s\n", packing.matrices,
              packing.bytes / 1e6, packing.seconds);
@@ -171,7 +171,7 @@ void run_decode_bench(const DecodeOptions& o) {
   nlohmann::json j;
   j["model"] = o.model;
   j["threads"] = pool.size();
-  j["simd"] = kernels::simd_target_name();
+  j["simd"] = tf.kernels().name();
   j["kv_cache"] = o.kv;
   j["packed_matrices"] = packing.matrices;
   j["pack_seconds"] = packing.seconds;

@@ -318,7 +318,7 @@ void run_bench_serve(const Opts& o) {
   SpecCliOptions spec = o.spec;
   if (spec.draft.empty()) spec.draft = "ngram";
   spec_options(spec);  // validate -k before the long run
-  auto target = Model::load(o.model);
+  auto target = load_model(o.model);
   auto prompts = load_prompt_set(*target, o.prompts);
   ThreadPool pool(o.threads);
   fmt::print(

@@ -211,7 +211,7 @@ void add_bench_spec_command(CLI::App* bench) {
   add_sampling_options(cmd, o.sampling, o.seed);
   cmd->callback([opts] {
     const Opts& o = *opts;
-    auto target = Model::load(o.model);
+    auto target = load_model(o.model);
     auto prompts = load_prompts(*target, o.prompts, o.limit);
     ThreadPool pool(o.threads);
     std::vector<std::string> ks;

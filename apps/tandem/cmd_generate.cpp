@@ -84,7 +84,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--json", o.json, "Print one JSON object with the result and timings");
   cmd->callback([opts] {
     const Opts& o = *opts;
-    auto model = Model::load(o.model);
+    auto model = load_model(o.model);
     auto ids = prompt_ids(*model, o.prompt);
     ThreadPool pool(o.threads);
     Request req;
@@ -141,7 +141,7 @@ void add_logits_command(CLI::App& app) {
       ->check(CLI::IsMember({"f16", "f32"}));
   cmd->callback([opts] {
     const Opts& o = *opts;
-    auto m = Model::load(o.model);
+    auto m = load_model(o.model);
     PromptOptions p;
     p.ids = o.ids;
     auto tokens = prompt_ids(*m, p);

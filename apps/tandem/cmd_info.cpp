@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "core/error.h"
 #include "io/gguf_reader.h"
@@ -26,7 +27,7 @@ void add_info_command(CLI::App& app) {
   cmd->add_flag("--metadata", opts->all_metadata, "Also print every GGUF metadata key");
   cmd->callback([opts] {
     const Opts& o = *opts;
-    auto m = Model::load(o.model);
+    auto m = load_model(o.model);
     const auto& c = m->config();
     fmt::print("model:          {}\n", m->path());
     fmt::print("format:         {}\n", m->format());

@@ -76,7 +76,7 @@ void run_serve(const ServeOpts& o) {
   check(o.port >= 0 && o.port <= 65535, "--port must be in [0, 65535], got {}", o.port);
   const SpecOptions spec_opt = spec_options(o.spec);  // validate -k before loading anything
 
-  auto model = Model::load(o.model);
+  auto model = load_model(o.model);
   ThreadPool pool(o.threads);
   const DType kv_type = o.kv_type == "f32" ? DType::F32 : DType::F16;
   const int model_ctx = model->config().context_length;

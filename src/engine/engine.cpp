@@ -26,7 +26,11 @@ KVCacheConfig engine_cache_config(const EngineOptions& opt) {
 
 Engine::Engine(const Model& target, ThreadPool& pool, EngineOptions opt,
                std::unique_ptr<Drafter> drafter)
-    : target_(target), opt_(opt), tf_(target, pool), drafter_(std::move(drafter)) {
+    : target_(target),
+      opt_(opt),
+      // Passes as long as a prefill chunk or a verify pass of every request's longest draft.
+      tf_(target, pool, std::max({1, opt.prefill_chunk, opt.max_batch * (kMaxDraft + 1)})),
+      drafter_(std::move(drafter)) {
   check(opt_.max_batch >= 1, "max batch must be >= 1, got {}", opt_.max_batch);
   check(opt_.prefill_chunk >= 1, "prefill chunk must be >= 1, got {}", opt_.prefill_chunk);
   opt_.n_ctx = std::min(opt_.n_ctx, target.config().context_length);

@@ -20,7 +20,6 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/matmul_chunk.h"
@@ -39,18 +38,8 @@ namespace tandem::kernels::cpu::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 32 registers
 
-// How far ahead (bytes) the weights are prefetched into L2: the panels of a
-// chunk are one contiguous stream. 8 KB rather than 4: at 6 activation rows a
-// record's compute is ~85% of its streaming time, and the shorter lead left
-// Q4_K and Q6_K matrices ~3% slower (`Matmul/.../packed/M:6`, three alternating
-// rounds; the model's 6-row pass likewise). TANDEM_PREFETCH_PACKED overrides (0: off).
-HWY_INLINE int64_t PrefetchBytes() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("TANDEM_PREFETCH_PACKED");
-    return v ? std::atoll(v) : int64_t{8192};
-  }();
-  return bytes;
-}
+// The weights are prefetched into L2 c.prefetch_bytes ahead of use
+// (KernelConfig::prefetch_packed_bytes; 0: off).
 
 // The weights a record will read `ahead` bytes from now, prefetched into L2 in
 // `Parts` slices, one slice per step of its computation, so that requests to
@@ -400,7 +389,7 @@ HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, con
 // while it is in L1/L2 (the first tile prefetches the stream ahead).
 void PackedChunk(const MatmulChunk& c) {
   const int64_t nsb = c.K / packed_record_elements(c.type);  // records per panel
-  const int64_t prefetch = PrefetchBytes();
+  const int64_t prefetch = c.prefetch_bytes;
   // The stream's first `prefetch` bytes up front; then each record fetches the
   // bytes that far ahead of it.
   const uint8_t* first = packed_panel(c.packed, c.type, c.K, c.n0 / kPanelRows);
@@ -428,7 +417,7 @@ void PackedChunk(const MatmulChunk& c) {
 
 bool PackedAvailable() { return true; }
 #else
-void PackedChunk(const MatmulChunk&) {}  // never sent here: packed_kernel_available()
+void PackedChunk(const MatmulChunk&) {}  // never called: PackedAvailable() is false
 bool PackedAvailable() { return false; }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
@@ -436,10 +425,14 @@ bool PackedAvailable() { return false; }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "kernels/cpu/target_kernels.h"
+
 namespace tandem::kernels::cpu {
 HWY_EXPORT(PackedChunk);
 HWY_EXPORT(PackedAvailable);
-void matmul_chunk_packed(const MatmulChunk& c) { HWY_DYNAMIC_DISPATCH(PackedChunk)(c); }
-bool packed_kernel_available() { return HWY_DYNAMIC_DISPATCH(PackedAvailable)(); }
+void resolve_matmul_packed(size_t index, TargetKernels& k) {
+  const bool available = dispatch_entry(HWY_DISPATCH_TABLE(PackedAvailable), index)();
+  k.matmul_packed = available ? dispatch_entry(HWY_DISPATCH_TABLE(PackedChunk), index) : nullptr;
+}
 }  // namespace tandem::kernels::cpu
 #endif

@@ -172,13 +172,20 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "core/error.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace tandem::kernels::cpu {
 
 HWY_EXPORT(QuantizeActs);
 HWY_EXPORT(DerivedSums);
 
-void quantize_acts(const float* x, int M, int64_t K, int block, QActs& out) {
+void resolve_quantize_acts(size_t index, TargetKernels& k) {
+  k.quantize_acts = dispatch_entry(HWY_DISPATCH_TABLE(QuantizeActs), index);
+  k.derived_sums = dispatch_entry(HWY_DISPATCH_TABLE(DerivedSums), index);
+}
+
+void quantize_acts(const TargetKernels& fn, const float* x, int M, int64_t K, int block,
+                   QActs& out) {
   check(block == 32 || block == 256, "quantize_acts: block size {} is not 32 or 256", block);
   check(K > 0 && K % block == 0, "quantize_acts: row length {} is not a multiple of {}", K,
         block);
@@ -199,10 +206,10 @@ void quantize_acts(const float* x, int M, int64_t K, int block, QActs& out) {
       std::fill(out.gd.begin() + g0, out.gd.begin() + g1, 0.0f);
     }
   }
-  HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, M, K, &out);
+  fn.quantize_acts(x, M, K, &out);
   out.sum32.resize(groups / 2);
   if (block == 256) out.q6_offset.resize(groups);
-  HWY_DYNAMIC_DISPATCH(DerivedSums)(&out);
+  fn.derived_sums(&out);
 }
 
 }  // namespace tandem::kernels::cpu

@@ -159,8 +159,9 @@ TEST(ConstrainedDecoding, SampledJointDistributionIsTheConstrainedOne) {
     EXPECT_GT(chi.p_value, 0.001) << "drafter " << int(kind);
     // Draft models draft in every request; lookups only where a match keeps to
     // the constraint.
-    if (kind != DraftKind::None)
+    if (kind != DraftKind::None) {
       EXPECT_GT(drafted, kind == DraftKind::Ngram ? trials / 5 : trials / 2) << int(kind);
+    }
   }
 }
 

@@ -21,31 +21,34 @@ const MaskComputer::FrameLocal& MaskComputer::frame_local(int32_t state) {
   auto fl = std::make_unique<FrameLocal>();
   const Grammar& g = parser_.grammar();
   const TokenVocabulary& v = *vocab_;
+  const TokenVocabulary::Node* nodes = v.nodes();
   const int n = v.n_nodes();
-  std::vector<int32_t>& ids = fl->ids;
-  walk_states_[0] = state;
+  if (scratch_.size() != v.n_ids()) scratch_ = TokenMask(v.n_ids());
+  scratch_.clear_all();
+  int32_t* states = walk_states_.data();
+  states[0] = state;
   // Depth-first over the trie in preorder: a node's state is its parent's
   // state after the node's byte; a dead state skips the whole subtree.
   for (int i = 0; i < n;) {
-    const int d = v.depth(i);
-    const int32_t t = g.next(walk_states_[d], v.byte(i));
+    const TokenVocabulary::Node nd = nodes[i];
+    const int32_t t = g.next(states[nd.depth], nd.byte);
     if (t < 0) {
-      i = v.skip(i);
+      i = nd.skip;
       continue;
     }
-    ids.insert(ids.end(), v.tokens_begin(i), v.tokens_end(i));
+    if (nd.has_tokens)
+      for (const int32_t* id = v.tokens_begin(i); id != v.tokens_end(i); ++id) scratch_.set(*id);
     // Tokens that go on below this node may also leave the rule here.
-    if (g.has_exits(t) && v.skip(i) > i + 1) fl->exits.emplace_back(i, t);
-    walk_states_[d + 1] = t;
+    if (g.has_exits(t) && nd.skip > i + 1) fl->exits.emplace_back(i, t);
+    states[nd.depth + 1] = t;
     ++i;
   }
   // A bitmap costs n_ids / 8 bytes; a list 4 bytes an id.
-  if (ids.size() * 32 > static_cast<size_t>(v.n_ids())) {
-    fl->bits.assign((v.n_ids() + 63) / 64, 0);
-    for (int32_t id : ids) fl->bits[id >> 6] |= uint64_t{1} << (id & 63);
-    ids.clear();
-    ids.shrink_to_fit();
-  }
+  const int count = scratch_.count();
+  if (static_cast<int64_t>(count) * 32 > v.n_ids())
+    fl->bits.assign(scratch_.words(), scratch_.words() + scratch_.n_words());
+  else
+    fl->ids = scratch_.allowed_ids();
   cache_[state] = std::move(fl);
   return *cache_[state];
 }

@@ -47,6 +47,7 @@ class MaskComputer {
   std::vector<std::vector<Config>> levels_;          // walk_below: configurations by depth
   std::vector<Config> closure_, exit_closure_;
   std::vector<int32_t> walk_states_;  // frame_local: automaton state by depth
+  TokenMask scratch_;                 // frame_local: the allowed ids as they are found
 };
 
 }  // namespace tandem::structured

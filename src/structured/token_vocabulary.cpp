@@ -52,20 +52,20 @@ TokenVocabulary::TokenVocabulary(const std::vector<std::optional<std::string>>& 
     if (prev)
       while (common < prev->size() && common < s.size() && (*prev)[common] == s[common]) ++common;
     // Nodes deeper than the common prefix are complete: their subtrees end here.
-    for (size_t d = common; d < path.size(); ++d) skip_[path[d]] = static_cast<int32_t>(byte_.size());
+    for (size_t d = common; d < path.size(); ++d)
+      nodes_[path[d]].skip = static_cast<int32_t>(nodes_.size());
     path.resize(common);
     for (size_t d = common; d < s.size(); ++d) {
-      path.push_back(static_cast<int32_t>(byte_.size()));
-      byte_.push_back(static_cast<uint8_t>(s[d]));
-      depth_.push_back(static_cast<uint16_t>(d));
-      skip_.push_back(-1);
+      path.push_back(static_cast<int32_t>(nodes_.size()));
+      nodes_.push_back({-1, static_cast<uint16_t>(d), static_cast<uint8_t>(s[d]), 0});
       token_begin_.push_back(static_cast<int32_t>(token_ids_.size()));
     }
     token_ids_.push_back(id);  // its node is the last one created (equal strings share it)
+    nodes_.back().has_tokens = 1;
     max_depth_ = std::max(max_depth_, static_cast<int>(s.size()));
     prev = &s;
   }
-  for (int32_t node : path) skip_[node] = static_cast<int32_t>(byte_.size());
+  for (int32_t node : path) nodes_[node].skip = static_cast<int32_t>(nodes_.size());
   token_begin_.push_back(static_cast<int32_t>(token_ids_.size()));
 }
 

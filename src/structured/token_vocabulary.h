@@ -38,10 +38,17 @@ class TokenVocabulary {
   // The trie in depth-first preorder: node i's children follow it, and its
   // subtree ends where skip(i) starts. Depth 0 nodes hang from the (implicit)
   // root; node i stands for the bytes on the path to it, its last byte byte(i).
-  int n_nodes() const { return static_cast<int>(byte_.size()); }
-  uint8_t byte(int node) const { return byte_[node]; }
-  int depth(int node) const { return depth_[node]; }
-  int skip(int node) const { return skip_[node]; }
+  struct Node {
+    int32_t skip;      // the first node after this one's subtree
+    uint16_t depth;
+    uint8_t byte;
+    uint8_t has_tokens;  // some token's bytes end here
+  };
+  int n_nodes() const { return static_cast<int>(nodes_.size()); }
+  const Node* nodes() const { return nodes_.data(); }
+  uint8_t byte(int node) const { return nodes_[node].byte; }
+  int depth(int node) const { return nodes_[node].depth; }
+  int skip(int node) const { return nodes_[node].skip; }
   // The ids of the tokens whose bytes end at `node`.
   const int32_t* tokens_begin(int node) const { return token_ids_.data() + token_begin_[node]; }
   const int32_t* tokens_end(int node) const { return token_ids_.data() + token_begin_[node + 1]; }
@@ -52,9 +59,7 @@ class TokenVocabulary {
   std::vector<std::string> bytes_;  // per id; empty: not in the trie
   std::vector<int> eog_ids_;
   std::vector<uint8_t> is_eog_;
-  std::vector<uint8_t> byte_;
-  std::vector<uint16_t> depth_;
-  std::vector<int32_t> skip_;
+  std::vector<Node> nodes_;
   std::vector<int32_t> token_begin_;  // n_nodes + 1
   std::vector<int32_t> token_ids_;
   int max_depth_ = 0;

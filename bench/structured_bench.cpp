@@ -97,6 +97,11 @@ const Case kCases[] = {
   "paid": true,
   "comment": "Deliver to the loading dock before noon on Friday; call ahead if the gate is closed."
 })"},
+    // A length-bounded string: every character position is a state of its own,
+    // so a cold matcher walks the trie afresh at each token.
+    {"string_max_length", R"({"type": "object", "properties": {
+        "summary": {"type": "string", "minLength": 10, "maxLength": 256}}, "required": ["summary"]})",
+     R"({"summary": "Speculative decoding lets a small draft model propose several tokens that the large target model then checks in a single forward pass; rejection sampling keeps the output distribution exactly that of the target."})"},
 };
 
 std::shared_ptr<const Grammar> grammar_of(const Case& c) {
@@ -136,11 +141,7 @@ void run(benchmark::State& state, const Case& c, bool warm) {
   total = 0;
   int64_t masks = 0;
   for (auto _ : state) {
-    GrammarMatcher m = warm ? GrammarMatcher(g, v.vocab) : GrammarMatcher(g, v.vocab);
-    if (warm) {
-      m = seen;
-      m.rollback(m.n_steps());
-    }
+    GrammarMatcher m = warm ? seen.restart() : GrammarMatcher(g, v.vocab);
     worst = std::max(worst, replay(m, ids, mask, total));
     masks += static_cast<int64_t>(ids.size());
   }

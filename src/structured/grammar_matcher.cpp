@@ -106,4 +106,8 @@ void GrammarMatcher::rollback(int n) {
 
 GrammarMatcher GrammarMatcher::fork() const { return GrammarMatcher(shared_, history_.back()); }
 
+GrammarMatcher GrammarMatcher::restart() const {
+  return GrammarMatcher(shared_, shared_->parser.initial());
+}
+
 }  // namespace tandem::structured

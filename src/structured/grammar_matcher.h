@@ -58,6 +58,10 @@ class GrammarMatcher {
   int n_steps() const { return static_cast<int>(history_.size()) - 1; }
   // A matcher at the current state with no history, sharing the caches.
   GrammarMatcher fork() const;
+  // A matcher at the start of a document, sharing the caches: later requests
+  // with the same grammar start from one kept matcher and find its states'
+  // masks already walked.
+  GrammarMatcher restart() const;
 
   const TokenVocabulary& vocab() const;
 

@@ -388,13 +388,18 @@ class SchemaCompiler {
     return json_number();
   }
 
-  // A rule for each object schema (by its location), declared before its
-  // members are compiled so that they may refer back to it.
+  // The rule for `key` and whether it is new: a new rule is declared before its
+  // body is compiled, so that the body may call it (recursion through $ref).
+  std::pair<int, bool> rule_for(const std::string& key, const std::string& name) {
+    auto [it, fresh] = rules_.emplace(key, -1);
+    if (fresh) it->second = b_.declare_rule(name);
+    return {it->second, fresh};
+  }
+
+  // A rule for each object schema, by its location.
   int object_rule(const json& s, const std::string& path) {
-    const std::string key = path + "#object";
-    if (auto it = rules_.find(key); it != rules_.end()) return it->second;
-    const int rule = b_.declare_rule(show(path));
-    rules_[key] = rule;
+    const auto [rule, fresh_rule] = rule_for(path + "#object", show(path));
+    if (!fresh_rule) return rule;
     FreshInlineStack fresh(inline_stack_);
 
     const Pattern ws = json_whitespace();
@@ -454,10 +459,8 @@ class SchemaCompiler {
   }
 
   int array_rule(const json& s, const std::string& path) {
-    const std::string key = path + "#array";
-    if (auto it = rules_.find(key); it != rules_.end()) return it->second;
-    const int rule = b_.declare_rule(show(path));
-    rules_[key] = rule;
+    const auto [rule, fresh_rule] = rule_for(path + "#array", show(path));
+    if (!fresh_rule) return rule;
     FreshInlineStack fresh(inline_stack_);
 
     const int min = count(s, "minItems", path).value_or(0);
@@ -491,11 +494,8 @@ class SchemaCompiler {
   Pattern item_call(const json& s, const std::string& path) {
     Pattern p = path.empty() ? any_value() : value(s, path);
     if (p.kind() == Pattern::Kind::Call) return p;
-    const std::string key = path + "#item";
-    if (auto it = rules_.find(key); it != rules_.end()) return Pattern::call(it->second);
-    const int rule = b_.declare_rule(path.empty() ? "any value" : show(path));
-    rules_[key] = rule;
-    b_.define_rule(rule, p);
+    const auto [rule, fresh_rule] = rule_for(path + "#item", path.empty() ? "any value" : show(path));
+    if (fresh_rule) b_.define_rule(rule, p);
     return Pattern::call(rule);
   }
 

@@ -265,6 +265,10 @@ TEST_P(StructuredMatcherVocab, RollbackAndForkGiveTheSameMasks) {
   m.rollback(m.n_steps());
   m.fill_allowed(mask);
   EXPECT_TRUE(mask == masks[0]);
+  GrammarMatcher again = g2.restart();
+  EXPECT_EQ(again.n_steps(), 0);
+  again.fill_allowed(mask);
+  EXPECT_TRUE(mask == masks[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Vocabularies, StructuredMatcherVocab,

@@ -37,6 +37,8 @@ const std::map<std::string, std::string, std::less<>> kFormats = {
      "^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$"},
 };
 
+constexpr int kMaxSchemaDepth = 64;
+
 const char* const kTypes[] = {"null", "boolean", "object", "array", "number", "integer", "string"};
 
 std::string pointer_token(const std::string& key) {  // RFC 6901 escaping
@@ -139,6 +141,14 @@ class SchemaCompiler {
   }
 
   Pattern value(const json& s, const std::string& path) {
+    // Compiling recurses once per level: a request must not exhaust the stack.
+    if (++depth_ > kMaxSchemaDepth)
+      schema_error(path, fmt::format("schemas nested deeper than {} levels are not supported",
+                                     kMaxSchemaDepth));
+    struct Leave {
+      int& depth;
+      ~Leave() { --depth; }
+    } leave{depth_};
     if (s.is_boolean()) {
       if (s.get<bool>()) return any_value();
       schema_error(path, "the schema 'false' admits no value");
@@ -532,6 +542,7 @@ class SchemaCompiler {
   std::map<std::string, int> rules_;
   std::vector<std::string> inline_stack_;
   int any_object_ = -1, any_array_ = -1;
+  int depth_ = 0;  // value() calls in progress
 };
 
 }  // namespace

@@ -7,6 +7,9 @@
 namespace tandem::structured {
 namespace {
 
+// Deeper nesting is refused: parsing and compiling recurse once per level.
+constexpr int kMaxGroupDepth = 32;
+
 CodePointSet digit_set() { return CodePointSet::range('0', '9'); }
 
 CodePointSet word_set() {
@@ -105,34 +108,37 @@ class RegexParser {
     return static_cast<int>(v);
   }
 
+  // One quantifier per atom (ECMA-262 refuses "a**" and "a{2}{3}"), so that
+  // patterns stay as shallow as the expression's groups.
   Pattern quantified(Pattern p) {
-    for (;;) {
-      int min, max;
-      if (eat('*')) {
-        min = 0, max = -1;
-      } else if (eat('+')) {
-        min = 1, max = -1;
-      } else if (eat('?')) {
-        min = 0, max = 1;
-      } else if (peek() == '{') {
-        const size_t save = pos_++;
-        min = number();
-        if (min < 0) {  // a literal '{' (ECMA-262 Annex B)
-          pos_ = save;
-          return p;
-        }
-        max = min;
-        if (eat(',')) max = number();  // -1 when absent: unbounded
-        if (!eat('}')) error("a malformed {n,m} quantifier");
-        if (max != -1 && max < min) error("a {n,m} quantifier with m < n");
-        if (min > kMaxRegexRepeat || max > kMaxRegexRepeat)
-          error(fmt::format("a repetition count above {}", kMaxRegexRepeat));
-      } else {
+    int min, max;
+    if (eat('*')) {
+      min = 0, max = -1;
+    } else if (eat('+')) {
+      min = 1, max = -1;
+    } else if (eat('?')) {
+      min = 0, max = 1;
+    } else if (peek() == '{') {
+      const size_t save = pos_++;
+      min = number();
+      if (min < 0) {  // a literal '{' (ECMA-262 Annex B)
+        pos_ = save;
         return p;
       }
-      eat('?');  // lazy: the same language
-      p = Pattern::repeat(std::move(p), min, max);
+      max = min;
+      if (eat(',')) max = number();  // -1 when absent: unbounded
+      if (!eat('}')) error("a malformed {n,m} quantifier");
+      if (max != -1 && max < min) error("a {n,m} quantifier with m < n");
+      if (min > kMaxRegexRepeat || max > kMaxRegexRepeat)
+        error(fmt::format("a repetition count above {}", kMaxRegexRepeat));
+    } else {
+      return p;
     }
+    eat('?');  // lazy: the same language
+    if (peek() == '*' || peek() == '+' || peek() == '?' ||
+        (peek() == '{' && pos_ + 1 < re_.size() && re_[pos_ + 1] >= '0' && re_[pos_ + 1] <= '9'))
+      error("a quantifier with nothing to repeat");
+    return Pattern::repeat(std::move(p), min, max);
   }
 
   Pattern atom() {
@@ -149,7 +155,7 @@ class RegexParser {
           error("lookaround or a group flag");
         }
       }
-      ++depth_;
+      if (++depth_ > kMaxGroupDepth) error(fmt::format("groups nested deeper than {}", kMaxGroupDepth));
       Pattern inner = alternation();
       --depth_;
       if (!eat(')')) error("an unterminated group");

@@ -271,6 +271,50 @@ TEST_P(StructuredMatcherVocab, RollbackAndForkGiveTheSameMasks) {
   EXPECT_TRUE(mask == masks[0]);
 }
 
+// Whole documents token by token: valid ones end complete, invalid ones are
+// refused at some token or left incomplete.
+TEST_P(StructuredMatcherVocab, DocumentsTokenByToken) {
+  const LoadedVocab& lv = load(GetParam());
+  struct Case {
+    const char* schema;
+    std::vector<const char*> valid, invalid;
+  };
+  const Case cases[] = {
+      {kSchemas[0],
+       {R"({"name": "Zoë 😀", "age": 130, "tags": ["c d", "a"], "none": null})",
+        "{\n  \"name\": \"\\u00e9\\n\",\n  \"age\": 0,\n  \"tags\": []\n}",
+        R"({"name":"x","age":7,"email":"ab@cd.org","tags":["b"],"score":-1.5e-3,"ok":false})"},
+       {R"({"name": "x", "age": 131, "tags": []})", R"({"name": "x", "tags": [], "age": 1})",
+        R"({"name": "x", "age": 1, "tags": ["e"]})", R"({"name": "x", "age": 1, "tags": [], "y": 1})",
+        R"({"name": "x", "age": 1, "email": "AB@cd.org", "tags": []})", R"({"name": "x", "age": 1)",
+        R"({"name": "0123456789abc", "age": 1, "tags": []})"}},
+      {kSchemas[1], {R"({"v": -5, "kids": [{"v": 5}, {"v": 0, "kids": []}]})"},
+       {R"({"v": 6})", R"({"v": 1, "kids": [{"v": 1}, {"v": 2}, {"v": 3}]})"}},
+      {kSchemas[4], {R"({"a": 1, "b": -2})", "{}"}, {R"({"a": "1"})", R"({"a": 1.5})"}},
+  };
+  for (const Case& c : cases) {
+    auto g = compile_json_schema(ojson::parse(c.schema));
+    for (const char* doc : c.valid) {
+      GrammarMatcher m(g, lv.vocab);
+      for (int id : ids_for(*lv.vocab, doc)) {
+        ASSERT_TRUE(m.accept(id)) << doc << ": refused " << *lv.vocab->bytes(id);
+      }
+      EXPECT_TRUE(m.is_complete()) << doc;
+    }
+    for (const char* doc : c.invalid) {
+      GrammarMatcher m(g, lv.vocab);
+      bool refused = false;
+      for (int id : ids_for(*lv.vocab, doc)) {
+        if (!m.accept(id)) {
+          refused = true;
+          break;
+        }
+      }
+      EXPECT_TRUE(refused || !m.is_complete()) << doc;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Vocabularies, StructuredMatcherVocab,
                          ::testing::Values("smollm2", "qwen", "llama3", "llama-spm"),
                          [](const auto& info) {

@@ -250,12 +250,21 @@ TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
       {R"({"allOf": [{"type": "string"}, {"minLength": 2}]})", "#/allOf", "allOf"},
       {R"({"type": "object", "anyOf": [{"required": ["a"]}]})", "#", "beside 'anyOf'"},
       {R"({"type": "string", "pattern": "a", "maxLength": 3})", "#/pattern", "together"},
+      {R"({"type": "string", "pattern": "a**"})", "#/pattern", "nothing to repeat"},
+      {R"({"type": "string", "pattern": "a{2}{3}"})", "#/pattern", "nothing to repeat"},
   };
   for (const Case& c : cases) {
     const std::string e = error_of(c.schema);
     EXPECT_NE(e.find(std::string("'") + c.path + "'"), std::string::npos) << c.schema << "\n" << e;
     EXPECT_NE(e.find(c.word), std::string::npos) << c.schema << "\n" << e;
   }
+  // Nesting that would exhaust the stack is refused, not a crash.
+  std::string deep_schema, deep_regex = R"({"type": "string", "pattern": ")";
+  for (int i = 0; i < 5000; ++i) deep_schema += R"({"type": "array", "items": )";
+  deep_schema += "{}" + std::string(5000, '}');
+  EXPECT_NE(error_of(deep_schema).find("nested deeper than"), std::string::npos);
+  deep_regex += std::string(5000, '(') + "a" + std::string(5000, ')') + "\"}";
+  EXPECT_NE(error_of(deep_regex).find("nested deeper than"), std::string::npos);
   // Neutral values of refused keywords and annotations are fine.
   EXPECT_EQ(error_of(R"({"type": "array", "uniqueItems": false, "title": "t", "description": "d",
                          "default": [], "examples": [[1]], "x-vendor": 1})"), "");

@@ -12,7 +12,7 @@ APT_PACKAGES=(
   g++ cmake make pkg-config python3 python3-venv
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhwy-dev libpcre2-dev libcpp-httplib-dev
-  chromium chromium-driver
+  chromium chromium-driver json-schema-test-suite
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -203,6 +203,7 @@ class SchemaCompiler {
         schema_error(path + "/" + key, fmt::format("'{}' must be a non-empty array", key));
       if (auto others = other_keywords(s, {key}); !others.empty())
         schema_error(path, fmt::format("'{}' beside '{}' is not supported", others[0], key));
+      if (std::string_view(key) == "oneOf") check_one_of_disjoint(alts, path + "/oneOf");
       std::vector<Pattern> out;
       for (size_t i = 0; i < alts.size(); ++i)
         out.push_back(value(alts[i], fmt::format("{}/{}/{}", path, key, i)));
@@ -215,6 +216,123 @@ class SchemaCompiler {
     std::vector<Pattern> alts;
     for (const auto& t : types) alts.push_back(typed(s, t, path));
     return Pattern::alt(std::move(alts));
+  }
+
+  // oneOf is generated as anyOf, which is exact only when no value matches two
+  // alternatives. Accepted as disjoint: alternatives whose values have
+  // different JSON types, objects that require one property with different
+  // const/enum values (a tagged union), and enums or consts with no value in
+  // common. Anything else is refused rather than risk an invalid output.
+  void check_one_of_disjoint(const json& alts, const std::string& path) {
+    for (size_t i = 0; i < alts.size(); ++i)
+      for (size_t j = i + 1; j < alts.size(); ++j)
+        if (!disjoint(alts[i], alts[j]))
+          schema_error(path, fmt::format("'oneOf' alternatives {} and {} may both match a value, "
+                                         "which generation cannot rule out (alternatives "
+                                         "need different types, or different const/enum "
+                                         "values of a required property; or use 'anyOf')",
+                                         i, j));
+  }
+
+  const json& resolved(const json& s, int depth = 0) {
+    if (depth > kMaxSchemaDepth || !s.is_object() || !s.contains("$ref") || !s["$ref"].is_string())
+      return s;
+    const std::string r = s["$ref"].get<std::string>();
+    if (r.empty() || r[0] != '#') return s;
+    try {
+      return resolved(root_.at(json::json_pointer(r.substr(1))), depth + 1);
+    } catch (const json::exception&) {
+      return s;
+    }
+  }
+
+  // The JSON types ("number" including integers) the values of a schema may have.
+  std::set<std::string> value_types(const json& schema, int depth = 0) {
+    static const std::set<std::string> kAll = {"null", "boolean", "object", "array", "number",
+                                               "string"};
+    const json& s = resolved(schema);
+    if (depth > kMaxSchemaDepth) return kAll;
+    if (s.is_boolean()) return s.get<bool>() ? kAll : std::set<std::string>{};
+    if (!s.is_object()) return kAll;
+    auto type_of_value = [](const json& v) -> std::string {
+      if (v.is_null()) return "null";
+      if (v.is_boolean()) return "boolean";
+      if (v.is_object()) return "object";
+      if (v.is_array()) return "array";
+      if (v.is_number()) return "number";
+      return "string";
+    };
+    std::set<std::string> out;
+    if (s.contains("const")) {
+      out.insert(type_of_value(s["const"]));
+    } else if (s.contains("enum") && s["enum"].is_array()) {
+      for (const auto& v : s["enum"]) out.insert(type_of_value(v));
+    } else if (s.contains("anyOf") || s.contains("oneOf")) {
+      for (const auto& alt : s.contains("anyOf") ? s["anyOf"] : s["oneOf"])
+        for (const auto& t : value_types(alt, depth + 1)) out.insert(t);
+    } else if (s.contains("allOf") && s["allOf"].is_array() && s["allOf"].size() == 1) {
+      out = value_types(s["allOf"][0], depth + 1);
+    } else {
+      std::vector<std::string> types;
+      try {
+        types = types_of(s, "");
+      } catch (const SchemaError&) {
+        return kAll;  // compiling the alternative reports it
+      }
+      if (types.empty()) return kAll;
+      for (const auto& t : types) out.insert(t == "integer" ? "number" : t);
+    }
+    if (s.value("nullable", false) == true) out.insert("null");
+    return out;
+  }
+
+  // The values a schema allows when it lists them (const or enum).
+  static std::optional<std::vector<json>> listed_values(const json& s) {
+    if (!s.is_object()) return std::nullopt;
+    if (s.contains("const")) return std::vector<json>{s["const"]};
+    if (s.contains("enum") && s["enum"].is_array())
+      return std::vector<json>(s["enum"].begin(), s["enum"].end());
+    return std::nullopt;
+  }
+
+  static bool no_common_value(const std::vector<json>& a, const std::vector<json>& b) {
+    for (const auto& x : a)
+      for (const auto& y : b)
+        if (x == y) return false;
+    return true;
+  }
+
+  bool disjoint(const json& a_schema, const json& b_schema) {
+    const json& a = resolved(a_schema);
+    const json& b = resolved(b_schema);
+    const std::set<std::string> ta = value_types(a), tb = value_types(b);
+    bool overlap = false;
+    for (const auto& t : ta) overlap |= tb.count(t) > 0;
+    if (!overlap) return true;
+    const auto la = listed_values(a), lb = listed_values(b);
+    if (la && lb) return no_common_value(*la, *lb);
+    // Tagged objects: a property both require, with listed values in common to neither.
+    const std::set<std::string> object_only = {"object"};
+    if (ta != object_only || tb != object_only || !a.is_object() || !b.is_object()) return false;
+    auto required = [](const json& s) {
+      std::set<std::string> r;
+      if (s.contains("required") && s["required"].is_array())
+        for (const auto& v : s["required"])
+          if (v.is_string()) r.insert(v.get<std::string>());
+      return r;
+    };
+    const auto ra = required(a), rb = required(b);
+    const json empty = json::object();
+    const json& pa = a.contains("properties") ? a["properties"] : empty;
+    const json& pb = b.contains("properties") ? b["properties"] : empty;
+    for (const auto& name : ra) {
+      if (!rb.count(name) || !pa.is_object() || !pb.is_object() || !pa.contains(name) ||
+          !pb.contains(name))
+        continue;
+      const auto va = listed_values(resolved(pa[name])), vb = listed_values(resolved(pb[name]));
+      if (va && vb && no_common_value(*va, *vb)) return true;
+    }
+    return false;
   }
 
   std::vector<std::string> types_of(const json& s, const std::string& path) {

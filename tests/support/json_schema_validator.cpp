@@ -36,11 +36,11 @@ bool has_type(const json& v, const std::string& t) {
 bool format_ok(const std::string& format, const std::string& s) {
   static const std::string date = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
   static const std::string time =
-      R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
+      R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))";
   std::string re;
   if (format == "date") re = date;
   else if (format == "time") re = time;
-  else if (format == "date-time") re = date + "T" + time;
+  else if (format == "date-time") re = date + "[Tt]" + time;
   else if (format == "uuid") re = "[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}";
   else if (format == "ipv4") re = R"(((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
   else return true;  // unknown formats are annotations

@@ -213,6 +213,14 @@ TEST(StructuredSchema, AnyOfRefsAndRecursion) {
                "required": ["head", "tail"]}]}}, "$ref": "#/$defs/list"})");
   EXPECT_TRUE(list.accepts(R"({"head":1,"tail":{"head":2,"tail":null}})"));
   EXPECT_FALSE(list.accepts(R"({"head":1})"));
+  // oneOf whose alternatives cannot overlap: different types, tagged objects, disjoint enums.
+  Doc one(R"({"$defs": {"a": {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]}},
+             "oneOf": [{"type": "integer"}, {"type": ["string", "null"]}, {"$ref": "#/$defs/a"},
+                       {"type": "object", "properties": {"kind": {"enum": ["b", "c"]}, "n": {"type": "integer"}},
+                        "required": ["kind", "n"]}, {"enum": [true]}, {"enum": [[1], [2]]}]})");
+  for (const char* ok : {"1", R"("s")", "null", R"({"kind":"a"})", R"({"kind":"c","n":2})", "true", "[2]"})
+    EXPECT_TRUE(one.accepts(ok)) << ok;
+  EXPECT_FALSE(one.accepts(R"({"kind":"a","n":2})"));
   Doc root_ref(R"({"type": "object", "properties": {"next": {"$ref": "#"}}})");
   EXPECT_TRUE(root_ref.accepts(R"({"next":{"next":{}}})"));
 }
@@ -251,6 +259,10 @@ TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
       {R"({"type": "object", "anyOf": [{"required": ["a"]}]})", "#", "beside 'anyOf'"},
       {R"({"type": "string", "pattern": "a", "maxLength": 3})", "#/pattern", "together"},
       {R"({"type": "string", "pattern": "a**"})", "#/pattern", "nothing to repeat"},
+      {R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})", "#/oneOf", "may both match"},
+      {R"({"oneOf": [{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},
+                     {"type": "object", "properties": {"k": {"enum": [1, 2]}}, "required": ["k"]}]})",
+       "#/oneOf", "alternatives 0 and 1"},
       {R"({"type": "string", "pattern": "a{2}{3}"})", "#/pattern", "nothing to repeat"},
   };
   for (const Case& c : cases) {

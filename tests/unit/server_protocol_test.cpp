@@ -10,6 +10,7 @@
 #include "server/openai_response.h"
 #include "server/sse.h"
 #include "structured/grammar_matcher.h"
+#include "support/byte_vocabulary.h"
 
 using namespace tandem;
 using namespace tandem::server;
@@ -241,9 +242,7 @@ TEST(ServerProtocol, ResponseFormatIsParsedAndCompiled) {
   EXPECT_EQ(p.response_format.name, "pair");
   EXPECT_TRUE(p.response_format.strict);
   ASSERT_NE(p.response_format.grammar, nullptr);
-  std::vector<std::optional<std::string>> bytes(256);
-  for (int b = 0; b < 256; ++b) bytes[b] = std::string(1, static_cast<char>(b));
-  auto vocab = std::make_shared<structured::TokenVocabulary>(bytes, std::vector<int>{});
+  auto vocab = test::byte_vocabulary();
   structured::GrammarMatcher ordered(p.response_format.grammar, vocab);
   EXPECT_TRUE(ordered.accept_bytes(R"({"zeta":1,"alpha":2})") && ordered.is_complete());
   structured::GrammarMatcher sorted(p.response_format.grammar, vocab);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "structured/grammar_matcher.h"
+#include "support/byte_vocabulary.h"
 #include "structured/json_schema.h"
 #include "support/json_schema_validator.h"
 
@@ -23,15 +24,6 @@ using ojson = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 const char* const kSuiteDir = "/usr/share/json-schema-test-suite/tests/draft7";
-
-std::shared_ptr<const TokenVocabulary> byte_vocab() {
-  static const auto v = [] {
-    std::vector<std::optional<std::string>> bytes(257);
-    for (int b = 0; b < 256; ++b) bytes[b] = std::string(1, static_cast<char>(b));
-    return std::make_shared<TokenVocabulary>(bytes, std::vector<int>{256});
-  }();
-  return v;
-}
 
 TEST(StructuredConformance, Draft7Suite) {
   ASSERT_TRUE(fs::is_directory(kSuiteDir))
@@ -64,7 +56,7 @@ TEST(StructuredConformance, Draft7Suite) {
                                   test["description"].get<std::string>();
         const bool valid = test["valid"].get<bool>();
         const std::string text = test["data"].dump();
-        GrammarMatcher m(g, byte_vocab());
+        GrammarMatcher m(g, test::byte_vocabulary());
         const bool accepted = m.accept_bytes(text) && m.is_complete();
         if (valid) {
           ++valid_total;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "structured/grammar_matcher.h"
+#include "support/byte_vocabulary.h"
 #include "structured/json_lexical.h"
 #include "structured/json_schema.h"
 
@@ -14,16 +15,6 @@ namespace tandem::structured {
 namespace {
 
 using ojson = nlohmann::ordered_json;
-
-// A vocabulary of the 256 single bytes, plus id 256 as end of generation.
-std::shared_ptr<const TokenVocabulary> byte_vocab() {
-  static const auto v = [] {
-    std::vector<std::optional<std::string>> bytes(257);
-    for (int b = 0; b < 256; ++b) bytes[b] = std::string(1, static_cast<char>(b));
-    return std::make_shared<TokenVocabulary>(bytes, std::vector<int>{256});
-  }();
-  return v;
-}
 
 class Doc {
  public:
@@ -33,12 +24,12 @@ class Doc {
 
   // Whether `text` is a whole document of the grammar.
   bool accepts(const std::string& text) const {
-    GrammarMatcher m(grammar_, byte_vocab());
+    GrammarMatcher m(grammar_, test::byte_vocabulary());
     return m.accept_bytes(text) && m.is_complete();
   }
   // Whether `text` is a prefix of some document.
   bool prefix(const std::string& text) const {
-    GrammarMatcher m(grammar_, byte_vocab());
+    GrammarMatcher m(grammar_, test::byte_vocabulary());
     return m.accept_bytes(text);
   }
 

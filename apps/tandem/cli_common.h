@@ -12,7 +12,7 @@
 #include "cache/kv_cache_factory.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "engine/speculative_runner.h"
+#include "spec/speculative_runner.h"
 #include "sampling/sampler.h"
 #include "spec/drafter.h"
 

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -153,7 +154,8 @@ void run_serve(const ServeOpts& o) {
 
 void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
-  static ServeOpts o;
+  auto opts = std::make_shared<ServeOpts>();
+  ServeOpts& o = *opts;
   cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
   add_spec_options(cmd, o.spec);
   cmd->add_option("--host", o.host, "Address to listen on")->capture_default_str();
@@ -186,7 +188,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--http-threads", o.http_threads,
                   "HTTP connections served at once (default: max-queue + max-batch + 16)");
   cmd->add_flag("-q,--quiet", o.quiet, "No log line per request");
-  cmd->callback([] { run_serve(o); });
+  cmd->callback([opts] { run_serve(*opts); });
 }
 
 }  // namespace tandem::cli

@@ -25,6 +25,7 @@ bool use_ref() {
 }  // namespace
 
 bool using_reference_kernels() { return use_ref(); }
+const char* simd_target_name() { return cpu::simd_target_name(); }
 
 void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& pool) {
   if (use_ref()) return ref::matmul(W, x, M, y, pool);

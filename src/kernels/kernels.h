@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/rope_style.h"
 
 namespace tandem::kernels {
 
@@ -51,11 +52,6 @@ void add_inplace(float* x, const float* b, int n);
 // The first index of the largest of n values, or -1 if any is NaN.
 int argmax(const float* x, int n);
 
-enum class RopeStyle {
-  Normal,  // rotate adjacent pairs (2i, 2i+1): GGUF llama (weights pre-permuted)
-  NeoX,    // rotate pairs (i, i + d/2): qwen2, Hugging Face layout
-};
-
 // The rotation of position pos: cos and sin of pos * inv_freq[i] for the
 // head_dim / 2 inverse frequencies (any long-context scaling already applied).
 // Computed once per position of a forward pass and shared by every layer's Q
@@ -90,5 +86,7 @@ void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
 
 // True when TANDEM_KERNELS=ref routes every call to the scalar reference kernels.
 bool using_reference_kernels();
+// The instruction set the CPU kernels run on this machine, e.g. "AVX3_DL".
+const char* simd_target_name();
 
 }  // namespace tandem::kernels

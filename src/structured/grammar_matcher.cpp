@@ -36,6 +36,8 @@ const TokenVocabulary& GrammarMatcher::vocab() const { return *shared_->vocab; }
 
 void GrammarMatcher::fill_allowed(TokenMask& mask) const {
   shared_->masks.fill(history_.back(), mask);
+  if (history_.back().empty())  // ended: it stays ended
+    for (int id : vocab().eog_ids()) mask.set(id);
 }
 
 bool GrammarMatcher::advance(std::string_view bytes, ParserState& out) const {
@@ -52,7 +54,7 @@ bool GrammarMatcher::advance(std::string_view bytes, ParserState& out) const {
 
 bool GrammarMatcher::is_allowed(int token) const {
   const ParserState& cur = history_.back();
-  if (cur.empty()) return false;
+  if (cur.empty()) return vocab().is_eog(token);
   if (vocab().is_eog(token)) return is_complete();
   const std::string* bytes = vocab().bytes(token);
   if (!bytes) return false;
@@ -62,9 +64,8 @@ bool GrammarMatcher::is_allowed(int token) const {
 
 bool GrammarMatcher::accept(int token) {
   const ParserState& cur = history_.back();
-  if (cur.empty()) return false;
   if (vocab().is_eog(token)) {
-    if (!is_complete()) return false;
+    if (!cur.empty() && !is_complete()) return false;
     history_.emplace_back();  // ended
     return true;
   }

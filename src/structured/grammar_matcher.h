@@ -37,7 +37,8 @@ class GrammarMatcher {
   // mask = the ids allowed next (resized to the vocabulary's n_ids()). After a
   // complete document only end-of-generation ids (and bytes that continue it,
   // e.g. more digits of a top-level number) are allowed; after an
-  // end-of-generation token, nothing.
+  // end-of-generation token, only end-of-generation ids again (the document
+  // stays ended; a speculative draft may run past its end).
   void fill_allowed(TokenMask& mask) const;
   // Whether one token is allowed next (cheaper than a mask for a single id).
   bool is_allowed(int token) const;

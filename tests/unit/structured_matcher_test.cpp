@@ -223,8 +223,10 @@ TEST_P(StructuredMatcherVocab, SpecialTokensAndEndOfGeneration) {
   if (!lv.vocab->eog_ids().empty()) {
     EXPECT_TRUE(m.accept(lv.vocab->eog_ids()[0]));
     EXPECT_TRUE(m.is_terminated());
-    m.fill_allowed(mask);
-    EXPECT_EQ(mask.count(), 0);
+    m.fill_allowed(mask);  // ended: only end-of-generation tokens again
+    EXPECT_EQ(mask.count(), static_cast<int>(lv.vocab->eog_ids().size()));
+    EXPECT_FALSE(m.accept(ids_for(*lv.vocab, "{")[0]));
+    EXPECT_TRUE(m.accept(lv.vocab->eog_ids()[0]));
   }
 }
 

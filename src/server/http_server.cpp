@@ -18,6 +18,7 @@
 #include "server/openai_response.h"
 #include "server/request_channel.h"
 #include "server/sse.h"
+#include "server/web_page.h"
 
 namespace tandem::server {
 namespace {
@@ -291,6 +292,11 @@ json HttpServer::Impl::models_json() const {
 }
 
 void HttpServer::Impl::setup_routes() {
+  // The web page: chat with streaming, speculation shown token by token.
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    const std::string_view page = web_page_html();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(req, res, Endpoint::Completions);
   });

@@ -59,6 +59,8 @@ json usage_json(const RequestResult& r) {
 }
 
 json tandem_stats_json(const RequestStats& s) {
+  // The first generated token comes from the prefill; decoding produced the rest.
+  const int decoded = s.n_generated > 0 ? s.n_generated - 1 : 0;
   return {{"acceptance_rate", s.acceptance_rate()},
           {"drafted", s.drafted},
           {"accepted", s.accepted},
@@ -66,7 +68,8 @@ json tandem_stats_json(const RequestStats& s) {
           {"rounds", s.rounds},
           {"spec_rounds", s.spec_rounds},
           {"prefill_ms", s.prefill_ms},
-          {"decode_ms", s.decode_ms}};
+          {"decode_ms", s.decode_ms},
+          {"decode_tok_per_s", s.decode_ms > 0 ? decoded * 1000.0 / s.decode_ms : 0.0}};
 }
 
 json completion_json(const ResponseMeta& meta, const RequestResult& r) {

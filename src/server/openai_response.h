@@ -23,7 +23,7 @@ ResponseMeta make_meta(Endpoint endpoint, const std::string& model);
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"}
 nlohmann::json usage_json(const RequestResult& r);
-// {"acceptance_rate", "drafted", "accepted", "tokens_per_round", ...}
+// {"acceptance_rate", "drafted", "accepted", "tokens_per_round", ..., "decode_tok_per_s"}
 nlohmann::json tandem_stats_json(const RequestStats& s);
 
 // The non-streamed response for a request that finished with "stop" or "length".

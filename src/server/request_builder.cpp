@@ -18,6 +18,21 @@ uint64_t random_seed() {
   return gen();
 }
 
+// The options that parse_request() reads and checks in full but that the engine
+// cannot honour yet (it neither constrains tokens to a grammar nor reports
+// log-probabilities): refused here, in this one place, never ignored. Wiring
+// them into the engine removes this function.
+void refuse_until_the_engine_supports(const ParsedRequest& p) {
+  if (p.response_format.kind != ResponseFormat::Kind::Text)
+    invalid_request("response_format",
+                    fmt::format("response_format '{}' is not supported by tandem yet (the schema "
+                                "is valid; constrained decoding is not wired into the engine)",
+                                ResponseFormat::kind_name(p.response_format.kind)),
+                    "unsupported_value");
+  if (p.logprobs.enabled)
+    invalid_request("logprobs", "logprobs is not supported by tandem yet", "unsupported_value");
+}
+
 }  // namespace
 
 RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits)
@@ -70,6 +85,7 @@ std::vector<int> RequestBuilder::prompt_tokens(const ParsedRequest& p) const {
 }
 
 Request RequestBuilder::build(const ParsedRequest& p) const {
+  refuse_until_the_engine_supports(p);
   Request r;
   r.prompt = prompt_tokens(p);
   const int n_prompt = static_cast<int>(r.prompt.size());

@@ -9,6 +9,8 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
+#include "structured/grammar_matcher.h"
+#include "support/byte_vocabulary.h"
 
 using namespace tandem;
 using namespace tandem::server;
@@ -195,16 +197,13 @@ TEST(ServerProtocol, UnsupportedOptionsAreNamed) {
        std::vector<std::pair<const char*, json>>{{"n", 2},
                                                  {"best_of", 3},
                                                  {"echo", true},
-                                                 {"logprobs", 5},
-                                                 {"logprobs", true},
-                                                 {"top_logprobs", 2},
                                                  {"presence_penalty", 0.5},
                                                  {"frequency_penalty", -1},
                                                  {"logit_bias", {{"50256", -100}}},
                                                  {"suffix", "end"},
                                                  {"tools", {{{"type", "function"}}}},
                                                  {"tool_choice", "required"},
-                                                 {"response_format", {{"type", "json_object"}}}}) {
+                                                 {"response_format", {{"type", "grammar"}}}}) {
     ApiError e = error_of(with(name, value).dump());
     EXPECT_EQ(e.status, 400) << name;
     EXPECT_EQ(e.param, name);
@@ -216,13 +215,92 @@ TEST(ServerProtocol, UnsupportedOptionsAreNamed) {
                               {"n", 1},
                               {"best_of", 1},
                               {"echo", false},
-                              {"logprobs", 0},
+                              {"logprobs", nullptr},
                               {"frequency_penalty", 0},
                               {"logit_bias", json::object()},
                               {"suffix", ""},
                               {"tools", json::array()},
                               {"tool_choice", "none"},
                               {"response_format", {{"type", "text"}}}}));
+}
+
+TEST(ServerProtocol, ResponseFormatIsParsedAndCompiled) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
+  auto with_format = [&](json rf) { return json{{"messages", msgs}, {"response_format", rf}}; };
+  EXPECT_EQ(chat(with_format({{"type", "text"}})).response_format.kind, ResponseFormat::Kind::Text);
+  EXPECT_EQ(chat({{"messages", msgs}}).response_format.grammar, nullptr);
+  ParsedRequest obj = chat(with_format({{"type", "json_object"}}));
+  EXPECT_EQ(obj.response_format.kind, ResponseFormat::Kind::JsonObject);
+  EXPECT_NE(obj.response_format.grammar, nullptr);
+  // The schema's properties keep the order of the request body ("zeta" before "alpha").
+  const std::string body = R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "pair", "strict": true, "schema": {"type": "object",
+      "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
+      "required": ["zeta", "alpha"]}}}})";
+  ParsedRequest p = parse_request(body, Endpoint::Completions);
+  EXPECT_EQ(p.response_format.kind, ResponseFormat::Kind::JsonSchema);
+  EXPECT_EQ(p.response_format.name, "pair");
+  EXPECT_TRUE(p.response_format.strict);
+  ASSERT_NE(p.response_format.grammar, nullptr);
+  auto vocab = test::byte_vocabulary();
+  structured::GrammarMatcher ordered(p.response_format.grammar, vocab);
+  EXPECT_TRUE(ordered.accept_bytes(R"({"zeta":1,"alpha":2})") && ordered.is_complete());
+  structured::GrammarMatcher sorted(p.response_format.grammar, vocab);
+  EXPECT_FALSE(sorted.accept_bytes(R"({"alpha")"));
+
+  // Errors name the field; an unsupported schema names the place in the schema.
+  for (const json& bad : {json("json"), json{{"type", 1}}, json::object(),
+                          json{{"type", "json_schema"}},
+                          json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}},
+                          json{{"type", "json_schema"}, {"json_schema", {{"schema", "string"}}}},
+                          json{{"type", "regex"}}}) {
+    ApiError e = error_of(with_format(bad).dump(), Endpoint::ChatCompletions);
+    EXPECT_EQ(e.status, 400) << bad.dump();
+    EXPECT_EQ(e.param, "response_format") << bad.dump();
+  }
+  ApiError e = error_of(
+      with_format({{"type", "json_schema"},
+                   {"json_schema",
+                    {{"name", "x"},
+                     {"schema", {{"type", "object"},
+                                 {"properties", {{"n", {{"type", "integer"}, {"multipleOf", 3}}}}}}}}}})
+          .dump(),
+      Endpoint::ChatCompletions);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_EQ(e.code, "unsupported_schema");
+  EXPECT_NE(std::string(e.what()).find("response_format.json_schema.schema"), std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find("#/properties/n/multipleOf"), std::string::npos) << e.what();
+}
+
+TEST(ServerProtocol, LogprobsAndN) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
+  ParsedRequest c = chat({{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 20}});
+  EXPECT_TRUE(c.logprobs.enabled);
+  EXPECT_EQ(c.logprobs.top, 20);
+  EXPECT_FALSE(chat({{"messages", msgs}, {"logprobs", false}}).logprobs.enabled);
+  expect_400({{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 21}}, "top_logprobs",
+             Endpoint::ChatCompletions);
+  expect_400({{"messages", msgs}, {"top_logprobs", 2}}, "top_logprobs", Endpoint::ChatCompletions);
+  expect_400({{"messages", msgs}, {"logprobs", 1}}, "logprobs", Endpoint::ChatCompletions);
+
+  ParsedRequest p = completion({{"prompt", "x"}, {"logprobs", 3}});
+  EXPECT_TRUE(p.logprobs.enabled);
+  EXPECT_EQ(p.logprobs.top, 3);
+  ParsedRequest zero = completion({{"prompt", "x"}, {"logprobs", 0}});  // the chosen tokens only
+  EXPECT_TRUE(zero.logprobs.enabled);
+  EXPECT_EQ(zero.logprobs.top, 0);
+  EXPECT_FALSE(completion({{"prompt", "x"}, {"logprobs", nullptr}}).logprobs.enabled);
+  expect_400({{"prompt", "x"}, {"logprobs", 6}}, "logprobs");
+  expect_400({{"prompt", "x"}, {"logprobs", true}}, "logprobs");
+  expect_400({{"prompt", "x"}, {"top_logprobs", 2}}, "top_logprobs");
+
+  EXPECT_EQ(completion({{"prompt", "x"}, {"n", 1}}).n, 1);
+  expect_400({{"prompt", "x"}, {"n", 0}}, "n");
+  EXPECT_EQ(error_of(json{{"prompt", "x"}, {"n", 2}}.dump()).code, "unsupported_value");
+  EXPECT_TRUE(chat({{"messages", msgs}, {"stream", true}, {"stream_options", {{"include_usage", true}}}})
+                  .include_usage);
 }
 
 TEST(ServerProtocol, InvalidJson) {

@@ -167,3 +167,22 @@ TEST(ServerRequestBuilder, ModelWithoutTokenizer) {
   ids.prompt_ids = {4, 5};
   EXPECT_EQ(b.build(ids).prompt.size(), 2u);
 }
+
+// Parsed in full, but refused until the engine can honour them: never ignored.
+TEST(ServerRequestBuilder, StructuredOutputAndLogprobsAreRefusedForNow) {
+  auto m = synthetic(Arch::Llama);
+  RequestBuilder b(*m, {128, 1024});
+  ParsedRequest p = completion("hello");
+  p.response_format.kind = ResponseFormat::Kind::JsonObject;
+  ApiError e = error_of(b, p);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_EQ(e.code, "unsupported_value");
+  ParsedRequest q = completion("hello");
+  q.logprobs.enabled = true;
+  e = error_of(b, q);
+  EXPECT_EQ(e.param, "logprobs");
+  ParsedRequest text = completion("hello");
+  text.response_format.kind = ResponseFormat::Kind::Text;
+  EXPECT_NO_THROW(b.build(text));
+}

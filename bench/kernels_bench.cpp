@@ -1,10 +1,10 @@
 // Micro-benchmarks of the CPU kernels. Matmul reports the weights streamed per
-// second (GB/s, 1e9 bytes): the matrices (twice the L3 cache, at least 96 MB:
-// a 96 MB matrix stays in a 260 MB L3 and measures that) come from memory, so
+// second (GB/s, 1e9 bytes): the matrices (twice the L3 cache, at least 96 MB;
+// a matrix that fits in L3 measures L3) come from memory, so
 // small M measures how close a kernel gets to memory bandwidth and
 // larger M how much compute each extra row adds (weight-stationary tiles).
 // MatmulInCache runs one thread on a matrix that stays in L2 (K = 1536, about
-// 1 MB of columns: with 128 columns the per-call costs doubled the figures) and
+// 1 MB of columns: enough columns that per-call costs do not count) and
 // reports nanoseconds per 256 weights (one super-block or eight legacy blocks)
 // and per activation row: the kernel's compute speed, the other
 // side of the roofline. VnniPeak is the ceiling of that compute side: one
@@ -207,8 +207,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VnniPeak(benchmar
     __m512i acc[kChains];
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
     for (int64_t k = 0; k < kSteps; ++k) {
-      // Unrolled, the accumulators stay in registers; the loop once kept them in
-      // memory and measured store forwarding (0.76 ns per instruction, not 0.23).
+      // Unrolled, the accumulators stay in registers; a loop that keeps them in
+      // memory measures store forwarding instead.
 #pragma GCC unroll 12
       for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
       asm volatile("" : "+v"(a));  // an operand the compiler cannot see through

@@ -20,11 +20,12 @@ struct KernelConfig {
   // Tests sweep every compiled target with it.
   int64_t simd_target = 0;
   // How far ahead (bytes) the AVX-512 matmul over the file's layout prefetches
-  // the weights into L2 (0: off). 6 KiB measured best on Zen 4 at 1-2 threads.
+  // the weights into L2 (0: off); docs/decisions.md, "Software prefetch".
   int64_t prefetch_bytes = 6144;
-  // The same for the packed layout, whose panels are one contiguous stream. Twice
-  // the file layout's: with several activation rows a record's compute nearly
-  // covers its streaming time, and a shorter lead left the matmul slower.
+  // The same for the packed layout, whose panels are one contiguous stream.
+  // Longer than the file layout's: with several activation rows a record's
+  // compute nearly covers its streaming time, and a shorter lead leaves the
+  // matmul slower (docs/decisions.md, "Software prefetch").
   int64_t prefetch_packed_bytes = 8192;
 };
 

@@ -92,8 +92,9 @@ void Rope(float* x, int n_heads, int head_dim, const float* c, const float* s, R
 }
 
 // The first index of the largest value, or -1 if any value is NaN: a vector
-// maximum, then a vector search for its first occurrence. (A scalar scan took
-// 0.64 ms over a 151,936-token vocabulary, 6% of a speculative round.)
+// maximum, then a vector search for its first occurrence. (Greedy verification
+// scans a whole vocabulary per verified position: a scalar scan is a visible
+// part of a speculative round.)
 int ArgMax(const float* x, int n) {
   const hn::ScalableTag<float> df;
   const int L = static_cast<int>(hn::Lanes(df));
@@ -125,7 +126,7 @@ int ArgMax(const float* x, int n) {
 // top payload: what f32_to_f16 does one value at a time. x86 targets from AVX2 up
 // have the conversion instruction (F16C), which gives exactly those bits; the
 // others convert one value at a time. (The KV cache stores two rows per
-// position and layer: one at a time they took 0.65 ms of a 6-position pass.)
+// position and layer: one value at a time is a visible part of a verify pass.)
 void F32ToF16(const float* x, uint8_t* out, int64_t n) {
   int64_t i = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2

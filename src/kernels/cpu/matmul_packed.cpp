@@ -43,10 +43,10 @@ constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 3
 
 // The weights a record will read `ahead` bytes from now, prefetched into L2 in
 // `Parts` slices, one slice per step of its computation, so that requests to
-// memory keep flowing while a record computes. Issued as one burst at the start
-// of each record, they did not overlap with it: at 6 activation rows a Q4_K
-// matrix streamed from memory took its one-row time plus all of the rows'
-// compute (1.7x); spread this way 1.3x.
+// memory keep flowing while a record computes: issued as one burst at the start
+// of each record they do not overlap with its computation, and a matrix
+// streamed at several activation rows costs its streaming plus all of the rows'
+// compute (docs/decisions.md, "Prefetches spread over a record").
 template <size_t Bytes, int Parts>
 class RecordPrefetch {
  public:
@@ -167,9 +167,7 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
 // registers (two groups at once spill at 6 rows). Either way a group is one
 // integer chain in the same order and the float steps come in the same order,
 // so results are bit-identical. Every loop over the tile's rows is unrolled:
-// one that was not (a chain's starting values) kept the chains in memory and
-// cost a third of the kernel's speed at 6 rows (2.1 -> 1.7 ns per 256 weights
-// and row in L2).
+// one that is not keeps the chains in memory instead of registers.
 template <int R>
 HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
                            int64_t prefetch, float* y, int64_t ldy) {

@@ -1,5 +1,5 @@
 // Repacking Q4_K, Q6_K and legacy rows into the 16-row panels of packed_layout.h. Runs
-// once per matrix at load, so it favours plain code over speed (about 1 GB/s).
+// once per matrix at load, so it favours plain code over speed.
 #include <cstddef>
 #include <cstring>
 

@@ -44,7 +44,8 @@
 //
 // Records are multiples of 64 bytes, so with a 64-byte aligned buffer every
 // vector load stays in one cache line. The packed matrix holds the same
-// information as the file (Q4_K's 6-bit scales take a byte each: +2.8%; Q6_K +1%).
+// information as the file, a few percent larger (Q4_K's 6-bit scales take a
+// byte each).
 #pragma once
 #include <cstddef>
 #include <cstdint>

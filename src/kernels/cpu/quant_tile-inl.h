@@ -217,7 +217,7 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
   // Software prefetch (into L2) of the weight row `ahead` columns on, the lines
   // that start within each chunk: neither the out-of-order window nor the
   // hardware prefetchers keep enough cache misses in flight to stream the
-  // weights from DRAM at full speed (measured on Zen 4: 1.5-2x).
+  // weights from DRAM at full speed (docs/decisions.md, "Software prefetch").
   const int64_t distance = c.prefetch_bytes;  // KernelConfig::prefetch_bytes (0: off)
   const int64_t ahead =
       distance == 0 ? 0 : std::max<int64_t>(C, (distance + c.row_bytes - 1) / c.row_bytes);

@@ -69,9 +69,9 @@ HWY_INLINE BlockScale ScaleOf(const float* x, int block) {
 // A whole 256-element chunk with 16 lanes: group j's codes are computed as one
 // vector (the same operations as QuantizeGroup) and the chunk layout is a
 // transposition of 128-bit lanes (granule k of groups 4G..4G+3 into bytes
-// 64k + 16G..); the group sums come from the transposed codes. Group by group,
-// with a horizontal sum and four 4-byte copies each, quantizing the 6 rows of a
-// verify pass took 1.6 ms of its 48 on one thread while the other waited.
+// 64k + 16G..); the group sums come from the transposed codes. (Group by group,
+// a horizontal sum and four 4-byte copies each, is slow enough to matter: it
+// runs on one thread while the other waits.)
 // id[j]: the inverse scale of group j's block.
 HWY_INLINE void QuantizeChunk16(const float* x, const float* id, int8_t* q, float* gsum) {
   __m512i sums[4];
@@ -109,7 +109,7 @@ HWY_INLINE void QuantizeChunk16(const float* x, const float* id, int8_t* q, floa
 
 // The derived sums of all groups of all rows (activations.h): per 32 elements
 // the sum of the codes, and for block 256 -32 times each group's sum, as
-// vectors (scalar loops over every group were ~6% of a call).
+// vectors.
 void DerivedSums(QActs* out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;

@@ -28,15 +28,18 @@ struct RequestResult {
   std::vector<TokenLogprobs> logprobs;
 };
 
-// One generated token as it is streamed.
+// One generated token as it is streamed, or (id -1) text that became final
+// without one: what was held back when the request ended (by a stop token, a
+// stop string, or a cancellation).
 struct TokenOutput {
   int id = -1;
   bool drafted = false;  // an accepted draft token (false: the target's own)
   // The text that became final with this token (may be empty: an incomplete
   // UTF-8 sequence, or text held back while it may still start a stop string).
-  // The pieces of all tokens, in order, are the output text.
+  // The pieces of all outputs, in order, are the output text.
   std::string text;
   const TokenLogprobs* logprobs = nullptr;  // when asked for (params.logprobs >= 0)
+  const RequestStats* stats = nullptr;      // the request's figures so far
 };
 
 struct Request {
@@ -45,7 +48,8 @@ struct Request {
   // Streaming: called with each piece of final text as soon as it is complete UTF-8.
   std::function<void(const std::string&)> on_text;
   // Streaming, token by token: called for every generated token (after on_text
-  // for the same text), with what it made final and how it was produced.
+  // for the same text), with what it made final and how it was produced, and
+  // for text that becomes final without a token.
   std::function<void(const TokenOutput&)> on_token;
   // Called once when the request finishes (also when cancelled), from the thread
   // that runs the engine.

@@ -36,10 +36,20 @@ bool Sequence::accept(const EmittedToken& token) {
 
 void Sequence::emit_ready_text(const EmittedToken* token) {
   if (!text_ || (!request_.on_text && !request_.on_token)) return;
-  std::string piece = finished() ? text_->finish() : text_->take_ready();
+  emit(finished() ? text_->finish() : text_->take_ready(), token);
+}
+
+void Sequence::emit(std::string piece, const EmittedToken* token) {
   if (!piece.empty() && request_.on_text) request_.on_text(piece);
-  if (token && request_.on_token)
-    request_.on_token({token->id, token->drafted, std::move(piece), token->logprobs});
+  if (request_.on_token && (token || !piece.empty())) {
+    TokenOutput out{-1, false, std::move(piece), nullptr, &stats()};
+    if (token) {
+      out.id = token->id;
+      out.drafted = token->drafted;
+      out.logprobs = token->logprobs;
+    }
+    request_.on_token(out);
+  }
 }
 
 void Sequence::cancel() { abort("cancelled"); }
@@ -58,7 +68,10 @@ RequestResult Sequence::result() {
   RequestResult r;
   r.tokens.assign(tokens().begin() + n_prompt(), tokens().end());
   if (text_) {
-    text_->finish();
+    // A request cancelled or aborted between tokens still holds back text (an
+    // incomplete UTF-8 character, a possible stop-string prefix): it goes to the
+    // stream too, so that the streamed text is always the result's text.
+    emit(text_->finish(), nullptr);
     r.text = text_->text();
   }
   r.finish_reason = finish_reason_;

@@ -44,6 +44,7 @@ class Sequence final : public Generation {
  private:
   // Stream the text that became final (with the token that made it so, if any).
   void emit_ready_text(const EmittedToken* token);
+  void emit(std::string piece, const EmittedToken* token);
 
   const Model& model_;
   Request request_;

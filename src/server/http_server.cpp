@@ -109,6 +109,7 @@ struct HttpServer::Impl {
     bool include_usage = false;
     int id = -1;
     bool role_sent = false, ended = false;
+    size_t text_offset = 0;  // completions' logprobs.text_offset so far
   };
 
   void setup_routes();
@@ -173,7 +174,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
                                          Endpoint ep) {
   std::shared_ptr<Ticket> ticket;
   auto channel = std::make_shared<RequestChannel>();
-  bool stream = false, include_usage = false;
+  bool stream = false, include_usage = false, logprobs = false;
   int id = -1;
   try {
     ticket = admit();
@@ -186,7 +187,8 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     Request r = builder.build(p);
     stream = p.stream;
     include_usage = p.include_usage;
-    r.on_text = [channel](const std::string& s) { channel->push_text(s); };
+    logprobs = r.params.logprobs >= 0;
+    r.on_token = [channel](const TokenOutput& t) { channel->push(t); };
     r.on_finish = [channel](const RequestResult& result) { channel->finish(result); };
     AsyncEngine::Submit outcome;
     try {
@@ -207,7 +209,9 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     return;
   }
 
-  const ResponseMeta meta = make_meta(ep, opt.model_name);
+  ResponseMeta meta = make_meta(ep, opt.model_name);
+  meta.logprobs = logprobs;
+  meta.tokenizer = model.tokenizer();
   ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   if (!stream) {
     respond_when_done(res, *channel, watch, meta, id);
@@ -262,7 +266,9 @@ bool HttpServer::Impl::pump_stream(Stream& st, httplib::DataSink& sink) {
     if (!send(role_chunk(st.meta, st.include_usage))) return gone();
   }
   const RequestChannel::News news = st.channel->wait(kPollInterval);
-  if (!news.text.empty() && !send(text_chunk(st.meta, news.text, st.include_usage))) return gone();
+  const bool news_to_send = !news.text.empty() || (st.meta.logprobs && !news.tokens.empty());
+  if (news_to_send && !send(text_chunk(st.meta, news, st.include_usage, &st.text_offset)))
+    return gone();
   if (news.finished) {
     st.ended = true;
     const RequestResult& r = st.channel->result();

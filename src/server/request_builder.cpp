@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "server/api_error.h"
+#include "structured/grammar_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::server {
@@ -18,21 +19,6 @@ uint64_t random_seed() {
   return gen();
 }
 
-// The options that parse_request() reads and checks in full but that the engine
-// cannot honour yet (it neither constrains tokens to a grammar nor reports
-// log-probabilities): refused here, in this one place, never ignored. Wiring
-// them into the engine removes this function.
-void refuse_until_the_engine_supports(const ParsedRequest& p) {
-  if (p.response_format.kind != ResponseFormat::Kind::Text)
-    invalid_request("response_format",
-                    fmt::format("response_format '{}' is not supported by tandem yet (the schema "
-                                "is valid; constrained decoding is not wired into the engine)",
-                                ResponseFormat::kind_name(p.response_format.kind)),
-                    "unsupported_value");
-  if (p.logprobs.enabled)
-    invalid_request("logprobs", "logprobs is not supported by tandem yet", "unsupported_value");
-}
-
 }  // namespace
 
 RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits)
@@ -41,6 +27,8 @@ RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits)
     chat_error_ = fmt::format("{}: the model has no tokenizer", model.path());
     return;
   }
+  vocab_ = structured::TokenVocabulary::from_tokenizer(*model.tokenizer(),
+                                                       model.config().vocab_size);
   try {
     family_ = detect_chat_template(model.chat_template());
   } catch (const Error& e) {
@@ -85,7 +73,6 @@ std::vector<int> RequestBuilder::prompt_tokens(const ParsedRequest& p) const {
 }
 
 Request RequestBuilder::build(const ParsedRequest& p) const {
-  refuse_until_the_engine_supports(p);
   Request r;
   r.prompt = prompt_tokens(p);
   const int n_prompt = static_cast<int>(r.prompt.size());
@@ -123,6 +110,19 @@ Request RequestBuilder::build(const ParsedRequest& p) const {
   r.params.stop_strings = p.stop;
   r.params.ignore_eos = p.ignore_eos;
   r.params.speculate = p.speculate;
+  r.params.logprobs = p.logprobs.enabled ? p.logprobs.top : -1;
+  if (p.response_format.grammar) {
+    if (!vocab_)
+      invalid_request("response_format",
+                      "structured outputs need the model's tokenizer, and this model has none",
+                      "unsupported_value");
+    // The document ends at an end-of-generation token, which ignore_eos would
+    // write into the output instead.
+    if (p.ignore_eos)
+      invalid_request("ignore_eos", "ignore_eos cannot be combined with a response_format",
+                      "invalid_value");
+    r.params.constraint = structured::GrammarConstraint::start(p.response_format.grammar, vocab_);
+  }
   try {
     r.params.sampling.validate();
   } catch (const Error& e) {

@@ -83,9 +83,14 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const std::ve
   const int V = target_.vocab_size();
   int emitted = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    const Verdict v = accept(*seqs[i], drafts_[i], &logits_[size_t(first_row_[i]) * V]);
+    Generation& s = *seqs[i];
+    const int before = s.n_generated();
+    const Verdict v = accept(s, drafts_[i], &logits_[size_t(first_row_[i]) * V]);
     const int drafted = static_cast<int>(drafts_[i].tokens.size());
-    seqs[i]->stats().add_round(drafted, v.n_accepted, draft_ms, verify_ms);
+    // The accepted drafts come first: those the output took (all of them
+    // unless the request ended inside the round).
+    const int kept = std::min(v.n_accepted, s.n_generated() - before);
+    s.stats().add_round(drafted, kept, v.n_accepted < drafted, draft_ms, verify_ms);
     emitted += v.n_accepted + 1;
   }
   const double total_ms = ms_since(t0);

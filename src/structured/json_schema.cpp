@@ -627,39 +627,51 @@ class SchemaCompiler {
     return Pattern::call(rule);
   }
 
-  Pattern any_value() {
-    return Pattern::alt({json_string(), json_number(), json_boolean(), Pattern::literal("null"),
-                         Pattern::call(any_object_rule()), Pattern::call(any_array_rule())});
+  // A free-form value at nesting level `depth`: objects and arrays at most
+  // kMaxFreeDepth levels deep, counted from level 0 (json_schema.h).
+  Pattern any_value(int depth = 0) {
+    std::vector<Pattern> alts{json_string(), json_number(), json_boolean(),
+                              Pattern::literal("null")};
+    if (depth < kMaxFreeDepth) {
+      alts.push_back(Pattern::call(any_object_rule(depth)));
+      alts.push_back(Pattern::call(any_array_rule(depth)));
+    }
+    return Pattern::alt(std::move(alts));
   }
 
-  int any_object_rule() {
-    if (any_object_ >= 0) return any_object_;
-    any_object_ = b_.declare_rule("any object");
+  // An object (array) of free-form values, itself at nesting level `depth`.
+  int any_object_rule(int depth = 0) {
+    if (any_object_[depth] >= 0) return any_object_[depth];
+    any_object_[depth] = b_.declare_rule("any object");
     const Pattern ws = json_whitespace();
     const Pattern entry =
-        Pattern::seq({json_string(), ws, Pattern::byte(':'), ws, any_value(), ws});
+        Pattern::seq({json_string(), ws, Pattern::byte(':'), ws, any_value(depth + 1), ws});
     const Pattern body = Pattern::optional(
         Pattern::seq({entry, Pattern::star(Pattern::seq({Pattern::byte(','), ws, entry}))}));
-    b_.define_rule(any_object_, Pattern::seq({Pattern::byte('{'), ws, body, Pattern::byte('}')}));
-    return any_object_;
+    b_.define_rule(any_object_[depth],
+                   Pattern::seq({Pattern::byte('{'), ws, body, Pattern::byte('}')}));
+    return any_object_[depth];
   }
 
-  int any_array_rule() {
-    if (any_array_ >= 0) return any_array_;
-    any_array_ = b_.declare_rule("any array");
+  int any_array_rule(int depth = 0) {
+    if (any_array_[depth] >= 0) return any_array_[depth];
+    any_array_[depth] = b_.declare_rule("any array");
     const Pattern ws = json_whitespace();
-    const Pattern v = any_value();
+    const Pattern v = any_value(depth + 1);
     const Pattern body = Pattern::optional(Pattern::seq(
         {v, ws, Pattern::star(Pattern::seq({Pattern::byte(','), ws, v, ws}))}));
-    b_.define_rule(any_array_, Pattern::seq({Pattern::byte('['), ws, body, Pattern::byte(']')}));
-    return any_array_;
+    b_.define_rule(any_array_[depth],
+                   Pattern::seq({Pattern::byte('['), ws, body, Pattern::byte(']')}));
+    return any_array_[depth];
   }
 
   const json& root_;
   GrammarBuilder b_;
   std::map<std::string, int> rules_;
   std::vector<std::string> inline_stack_;
-  int any_object_ = -1, any_array_ = -1;
+  // The rules of free-form objects and arrays, by nesting level (-1: not yet made).
+  std::vector<int> any_object_ = std::vector<int>(kMaxFreeDepth, -1);
+  std::vector<int> any_array_ = std::vector<int>(kMaxFreeDepth, -1);
   int depth_ = 0;  // value() calls in progress
 };
 

@@ -19,6 +19,10 @@
 //    arrays.
 //  - whitespace between the tokens of the document: at most kMaxWhitespace
 //    characters (json_lexical.h); none before or after the whole document.
+//  - free-form values (json_object, a `true` or `{}` schema, items without a
+//    schema): at most kMaxFreeDepth objects and arrays deep, the free-form
+//    value itself included, so that a model cannot open object after object
+//    until it runs out of tokens.
 // Annotations (title, description, default, examples, ...) and unknown
 // keywords are ignored, as JSON Schema prescribes. Anything else is refused
 // with a SchemaError naming the keyword and where it is.
@@ -34,6 +38,7 @@
 namespace tandem::structured {
 
 inline constexpr int kMaxCount = 256;  // the largest minItems/maxItems/minLength/maxLength
+inline constexpr int kMaxFreeDepth = 6;  // nesting within a free-form value
 
 struct SchemaError : Error {
   SchemaError(std::string path, const std::string& what);

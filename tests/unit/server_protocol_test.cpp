@@ -341,7 +341,74 @@ RequestResult sample_result() {
   return r;
 }
 
+// Output as the channel hands it over: one piece of text, the target's token.
+RequestChannel::News news(const std::string& text) {
+  RequestChannel::News n;
+  n.text = text;
+  n.tokens.push_back({5, false, text, std::nullopt});
+  return n;
+}
+
+// Log-probabilities of tokens 5, 6 (alternatives 6 and 9).
+std::vector<TokenLogprobs> sample_logprobs() {
+  return {{{5, -0.5f}, {{5, -0.5f}, {9, -1.5f}}}, {{6, -0.25f}, {{6, -0.25f}, {9, -2.0f}}}};
+}
+
 }  // namespace
+
+// Every content chunk says, token by token, what each output wrote and whether
+// it was an accepted draft, with the request's counts so far.
+TEST(ServerProtocol, ChunksCarryTheirTokensAndDraftFlags) {
+  ResponseMeta meta = make_meta(Endpoint::ChatCompletions, "tiny");
+  RequestChannel::News n;
+  n.text = "abc";
+  n.tokens = {{5, true, "a", std::nullopt},
+              {6, false, "", std::nullopt},  // an incomplete character: no text yet
+              {7, false, "bc", std::nullopt}};
+  n.drafted = 3;
+  n.accepted = 1;
+  json j = text_chunk(meta, n, false, nullptr);
+  EXPECT_EQ(j["choices"][0]["delta"]["content"], "abc");
+  EXPECT_TRUE(j["choices"][0]["logprobs"].is_null()) << "not asked for";
+  EXPECT_EQ(j["tandem"]["tokens"], json::parse(R"([{"text": "a", "draft": true},
+      {"text": "", "draft": false}, {"text": "bc", "draft": false}])"));
+  EXPECT_EQ(j["tandem"]["drafted"], 3);
+  EXPECT_EQ(j["tandem"]["accepted"], 1);
+}
+
+// Chat's logprobs: content entries with token, logprob, bytes and
+// top_logprobs; completions': parallel lists with running text offsets.
+TEST(ServerProtocol, LogprobsInEachEndpointsShape) {
+  const auto lp = sample_logprobs();
+  const std::vector<const TokenLogprobs*> ptrs{&lp[0], &lp[1]};
+  ResponseMeta chat = make_meta(Endpoint::ChatCompletions, "tiny");
+  chat.logprobs = true;  // no tokenizer: tokens are spelled as their ids
+  size_t offset = 0;
+  json c = logprobs_json(chat, {5, 6}, ptrs, &offset);
+  ASSERT_EQ(c["content"].size(), 2u);
+  EXPECT_EQ(c["content"][0]["token"], "5");
+  EXPECT_FLOAT_EQ(c["content"][0]["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(c["content"][0]["bytes"], json::array({'5'}));
+  ASSERT_EQ(c["content"][1]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(c["content"][1]["top_logprobs"][1]["token"], "9");
+  EXPECT_FLOAT_EQ(c["content"][1]["top_logprobs"][1]["logprob"].get<float>(), -2.0f);
+
+  ResponseMeta cmpl = make_meta(Endpoint::Completions, "tiny");
+  cmpl.logprobs = true;
+  offset = 10;
+  json t = logprobs_json(cmpl, {5, 6}, ptrs, &offset);
+  EXPECT_EQ(t["tokens"], json::array({"5", "6"}));
+  EXPECT_EQ(t["text_offset"], json::array({10, 11}));
+  EXPECT_EQ(offset, 12u);
+  EXPECT_FLOAT_EQ(t["top_logprobs"][0]["9"].get<float>(), -1.5f);
+
+  // A whole response: one entry per generated token.
+  RequestResult r = sample_result();
+  r.tokens = {5, 6};
+  r.logprobs = lp;
+  json whole = completion_json(chat, r);
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(), 2u);
+}
 
 TEST(ServerProtocol, CompletionResponseShape) {
   ResponseMeta meta = make_meta(Endpoint::Completions, "tiny");
@@ -375,7 +442,7 @@ TEST(ServerProtocol, ChatResponseAndChunks) {
   EXPECT_EQ(role["object"], "chat.completion.chunk");
   EXPECT_EQ(role["choices"][0]["delta"]["role"], "assistant");
   EXPECT_FALSE(role.contains("usage"));
-  json text = text_chunk(meta, "ab", true);
+  json text = text_chunk(meta, news("ab"), true, nullptr);
   EXPECT_EQ(text["choices"][0]["delta"]["content"], "ab");
   EXPECT_TRUE(text["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(text.contains("usage") && text["usage"].is_null());
@@ -391,7 +458,7 @@ TEST(ServerProtocol, ChatResponseAndChunks) {
 
 TEST(ServerProtocol, CompletionChunks) {
   ResponseMeta meta = make_meta(Endpoint::Completions, "tiny");
-  json text = text_chunk(meta, "x", false);
+  json text = text_chunk(meta, news("x"), false, nullptr);
   EXPECT_EQ(text["object"], "text_completion");
   EXPECT_EQ(text["choices"][0]["text"], "x");
   EXPECT_FALSE(text.contains("usage"));
@@ -403,8 +470,8 @@ TEST(ServerProtocol, SseFraming) {
   EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
   // Text with newlines is escaped by the JSON encoder: one event stays one line.
   ResponseMeta meta = make_meta(Endpoint::Completions, "tiny");
-  std::string ev = sse_event(dump(text_chunk(meta, "a\nb\n\n", false)));
+  std::string ev = sse_event(dump(text_chunk(meta, news("a\nb\n\n"), false, nullptr)));
   EXPECT_EQ(ev.find('\n'), ev.size() - 2);
   // Invalid UTF-8 never throws on the way out.
-  EXPECT_NO_THROW(dump(text_chunk(meta, "\xff", false)));
+  EXPECT_NO_THROW(dump(text_chunk(meta, news("\xff"), false, nullptr)));
 }

@@ -66,6 +66,15 @@ TEST(StructuredSchema, AnyJsonObject) {
   // Numbers are bounded in length.
   EXPECT_TRUE(d.accepts(R"({"a":)" + std::string(kMaxIntegerDigits, '9') + "}"));
   EXPECT_FALSE(d.prefix(R"({"a":)" + std::string(kMaxIntegerDigits + 1, '9')));
+  // Nesting is bounded: kMaxFreeDepth containers deep, the top object included.
+  // {"k": v} with v `levels` containers deep, objects and arrays in turn.
+  auto nested = [](int levels) {
+    std::string v = "1";
+    for (int i = 0; i < levels; ++i) v = i % 2 ? "[" + v + "]" : R"({"k":)" + v + "}";
+    return R"({"k":)" + v + "}";
+  };
+  EXPECT_TRUE(d.accepts(nested(kMaxFreeDepth - 1))) << nested(kMaxFreeDepth - 1);
+  EXPECT_FALSE(d.accepts(nested(kMaxFreeDepth))) << nested(kMaxFreeDepth);
 }
 
 TEST(StructuredSchema, ObjectPropertiesInSchemaOrder) {

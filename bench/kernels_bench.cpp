@@ -1,10 +1,10 @@
 // Micro-benchmarks of the CPU kernels. Matmul reports the weights streamed per
-// second (GB/s, 1e9 bytes): the matrices (twice the L3 cache, at least 96 MB:
-// a 96 MB matrix stays in a 260 MB L3 and measures that) come from memory, so
+// second (GB/s, 1e9 bytes): the matrices (twice the L3 cache, at least 96 MB;
+// a matrix that fits in L3 measures L3) come from memory, so
 // small M measures how close a kernel gets to memory bandwidth and
 // larger M how much compute each extra row adds (weight-stationary tiles).
 // MatmulInCache runs one thread on a matrix that stays in L2 (K = 1536, about
-// 1 MB of columns: with 128 columns the per-call costs doubled the figures) and
+// 1 MB of columns: enough columns that per-call costs do not count) and
 // reports nanoseconds per 256 weights (one super-block or eight legacy blocks)
 // and per activation row: the kernel's compute speed, the other
 // side of the roofline. VnniPeak is the ceiling of that compute side: one
@@ -29,7 +29,6 @@
 
 #include "cache/contiguous_kv_cache.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/kernels.h"
 #include "kernels/quants.h"
 
@@ -40,6 +39,25 @@ namespace {
 ThreadPool& pool() {
   static ThreadPool p(std::getenv("TANDEM_THREADS") ? std::atoi(std::getenv("TANDEM_THREADS")) : 0);
   return p;
+}
+
+// The kernel knobs from the environment (TANDEM_PACK, TANDEM_PREFETCH, ...; see
+// kernels/kernel_config.h), read once.
+const kernels::KernelConfig& config() {
+  static const kernels::KernelConfig c =
+      kernels::kernel_config_from_env([](const char* name) { return std::getenv(name); });
+  return c;
+}
+
+// Kernels of that configuration on `threads`, with scratch for M rows of up to K
+// and Qwen2.5-1.5B's attention heads.
+std::unique_ptr<kernels::Kernels> make_kernels(ThreadPool& threads, int M, int64_t K) {
+  kernels::KernelLimits limits;
+  limits.max_rows = M;
+  limits.max_k = K;
+  limits.head_dim = 128;
+  limits.max_group = 6;
+  return kernels::Kernels::create(config(), threads, limits);
 }
 
 constexpr int64_t kK = 4096;
@@ -82,7 +100,7 @@ const BenchMatrix& matrix(DType t) {
   slot->view.shape = {kK, N};
   slot->view.data = slot->bytes.data();
   slot->view.nbytes = slot->bytes.size();
-  slot->packed = kernels::pack_weights(slot->view, pool());
+  slot->packed = kernels::pack_weights(slot->view, config(), pool());
   return *slot;
 }
 
@@ -99,7 +117,7 @@ bool packs(DType t) {
   v.shape = {kK, 16};
   v.data = bytes.data();
   v.nbytes = bytes.size();
-  return !kernels::pack_weights(v, pool()).empty();
+  return !kernels::pack_weights(v, config(), pool()).empty();
 }
 
 // W itself, or W with its packed copy.
@@ -117,8 +135,9 @@ void BM_Matmul(benchmark::State& state, DType t, bool packed) {
   std::mt19937 rng(2);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (auto& v : x) v = dist(rng);
+  const auto k = make_kernels(pool(), M, kK);
   for (auto _ : state) {
-    kernels::matmul(view, x.data(), M, y.data(), pool());
+    k->matmul(view, x.data(), M, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   const size_t bytes = packed ? W.packed.size() : W.view.nbytes;
@@ -126,7 +145,7 @@ void BM_Matmul(benchmark::State& state, DType t, bool packed) {
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes),
                                               benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = pool().size();
-  state.SetLabel(kernels::cpu::simd_target_name());
+  state.SetLabel(k->name());
 }
 
 void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
@@ -151,10 +170,12 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   view.shape = {K, N};
   view.data = bytes.data();
   view.nbytes = bytes.size();
-  const AlignedVector<uint8_t> packed_copy = packed ? kernels::pack_weights(view, one) : AlignedVector<uint8_t>{};
+  const AlignedVector<uint8_t> packed_copy =
+      packed ? kernels::pack_weights(view, config(), one) : AlignedVector<uint8_t>{};
   view.packed = packed ? packed_copy.data() : nullptr;
+  const auto k = make_kernels(one, M, K);
   for (auto _ : state) {
-    kernels::matmul(view, x.data(), M, y.data(), one);
+    k->matmul(view, x.data(), M, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   // Seconds per 256 weights (printed with SI prefixes, e.g. 7.4n = 7.4 ns), and
@@ -166,7 +187,7 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   state.counters["s/256w/row"] = benchmark::Counter(chunks * M, kPerItem);
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes.size()),
                                               benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(kernels::cpu::simd_target_name());
+  state.SetLabel(k->name());
 }
 
 // The roofline's compute side: one core's throughput of the 512-bit int8 dot
@@ -186,8 +207,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VnniPeak(benchmar
     __m512i acc[kChains];
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
     for (int64_t k = 0; k < kSteps; ++k) {
-      // Unrolled, the accumulators stay in registers; the loop once kept them in
-      // memory and measured store forwarding (0.76 ns per instruction, not 0.23).
+      // Unrolled, the accumulators stay in registers; a loop that keeps them in
+      // memory measures store forwarding instead.
 #pragma GCC unroll 12
       for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
       asm volatile("" : "+v"(a));  // an operand the compiler cannot see through
@@ -223,8 +244,9 @@ void BM_Attention(benchmark::State& state) {
   for (auto& e : q) e = dist(rng);
   std::vector<int> pos(n_q);
   for (int i = 0; i < n_q; ++i) pos[i] = ctx + i;
+  const auto kernels = make_kernels(pool(), n_q, 0);
   for (auto _ : state) {
-    kernels::attention(q.data(), n_q, pos.data(), cache.view(slot, 0), ash, out.data(), pool());
+    kernels->attention(q.data(), n_q, pos.data(), cache.view(slot, 0), ash, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * (ctx + n_q) * 2 *

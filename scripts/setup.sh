@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tandem needs to build and test, skipping what is already there:
-# Debian packages (compiler, CMake, libraries) and a Python venv with the test tools.
+# Debian packages (compiler, CMake, libraries, and chromium with its driver for the
+# web page's browser test: a large install, made once like the others) and a
+# Python venv with the test tools.
 set -euo pipefail
 
 CACHE="${TANDEM_CACHE:-$HOME/.cache/tandem}"
@@ -10,6 +12,7 @@ APT_PACKAGES=(
   g++ cmake make pkg-config python3 python3-venv
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhwy-dev libpcre2-dev libcpp-httplib-dev
+  chromium chromium-driver json-schema-test-suite
 )
 # `scripts/setup.sh --fuzz` (make fuzz): clang and its libFuzzer runtime too.
 if [ "${1:-}" = "--fuzz" ]; then
@@ -33,7 +36,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   rm -f "$log"
 fi
 
-PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 openai==3.54.0)
+PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 openai==3.54.0 selenium==4.51.0 jsonschema==4.26.0)
 STAMP="$VENV/.tandem-packages"
 want="${PY_PACKAGES[*]}"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then

@@ -1,5 +1,6 @@
 #include "cli_common.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -13,6 +14,14 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::cli {
+
+kernels::KernelConfig env_kernel_config() {
+  return kernels::kernel_config_from_env([](const char* name) { return std::getenv(name); });
+}
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+  return Model::load(path, env_kernel_config());
+}
 
 void add_prompt_options(CLI::App* cmd, PromptOptions& p) {
   cmd->add_option("-p,--prompt", p.prompt, "Prompt text");
@@ -128,7 +137,7 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
     out.drafter = std::make_unique<NgramDrafter>();
     return out;
   }
-  out.draft_model = Model::load(s.draft);
+  out.draft_model = Model::load(s.draft, target.kernel_config());
   int vocab = s.draft_vocab;
   if (vocab < 0) vocab = out.draft_model->config().vocab_size > 65536 ? 32768 : 0;
   auto model = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab);

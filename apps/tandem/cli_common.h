@@ -12,9 +12,10 @@
 #include "cache/kv_cache_factory.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
-#include "engine/speculative_runner.h"
+#include "kernels/kernel_config.h"
 #include "sampling/sampler.h"
 #include "spec/drafter.h"
+#include "spec/speculative_runner.h"
 
 namespace tandem {
 class Model;
@@ -30,6 +31,13 @@ struct PromptOptions {
   std::string system;
   bool no_bos = false;
 };
+
+// The kernel configuration the environment asks for (TANDEM_KERNELS, TANDEM_PACK,
+// TANDEM_PREFETCH, TANDEM_PREFETCH_PACKED; see kernels/kernel_config.h), and a
+// model loaded for it: the one place the CLI reads them, once per model a
+// command loads (a draft model takes its target's configuration instead).
+kernels::KernelConfig env_kernel_config();
+std::unique_ptr<Model> load_model(const std::string& path);
 
 void add_prompt_options(CLI::App* cmd, PromptOptions& p);
 // Prompt text (from -p or -f), rendered with the chat template when --chat, as ids.

@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "cache/contiguous_kv_cache.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/cpu_kernels.h"
 #include "model/model.h"
 #include "model/transformer.h"
 
@@ -98,7 +98,7 @@ void run_decode_bench(const DecodeOptions& o) {
   check(o.prompt_tokens >= 1 && o.gen_tokens >= 1 && o.k >= 1 && o.verify_reps >= 1,
         "bench decode: --prompt, --gen, -k and --reps must be at least 1");
   ThreadPool pool(o.threads);
-  auto model = Model::load(o.model);
+  auto model = load_model(o.model);
   Transformer tf(*model, pool);
   const int V = tf.vocab_size();
   const int ctx = o.prompt_tokens + o.gen_tokens + o.k + 2;
@@ -112,7 +112,7 @@ void run_decode_bench(const DecodeOptions& o) {
   ForwardBatch b;
 
   fmt::print("model {} ({}), {} threads, SIMD {}, KV cache {}\n", o.model,
-             model->format(), pool.size(), kernels::cpu::simd_target_name(), o.kv);
+             model->format(), pool.size(), tf.kernels().name(), o.kv);
   const auto& packing = model->packing();
   fmt::print("packed at load: {} matrices, {:.1f} MB, {:.2f} s\n", packing.matrices,
              packing.bytes / 1e6, packing.seconds);
@@ -171,7 +171,7 @@ void run_decode_bench(const DecodeOptions& o) {
   nlohmann::json j;
   j["model"] = o.model;
   j["threads"] = pool.size();
-  j["simd"] = kernels::cpu::simd_target_name();
+  j["simd"] = tf.kernels().name();
   j["kv_cache"] = o.kv;
   j["packed_matrices"] = packing.matrices;
   j["pack_seconds"] = packing.seconds;
@@ -197,21 +197,25 @@ void add_bench_command(CLI::App& app) {
   cmd->require_subcommand(1);
 
   auto* membw = cmd->add_subcommand("membw", "Multi-threaded streaming read bandwidth");
-  static int bw_threads = 0;
-  static size_t bw_mb = 1024;
-  membw->add_option("-t,--threads", bw_threads, "Threads (default: physical cores)");
-  membw->add_option("--mb", bw_mb, "Buffer size in MiB (default 1024)")
+  struct MembwOptions {
+    int threads = 0;
+    size_t mb = 1024;
+  };
+  auto bw = std::make_shared<MembwOptions>();
+  membw->add_option("-t,--threads", bw->threads, "Threads (default: physical cores)");
+  membw->add_option("--mb", bw->mb, "Buffer size in MiB (default 1024)")
       ->check(CLI::Range(16, 16384));
-  membw->callback([] {
-    ThreadPool pool(bw_threads);
-    const double gbs = measure_read_bandwidth(pool, bw_mb << 20, 7);
+  membw->callback([bw] {
+    ThreadPool pool(bw->threads);
+    const double gbs = measure_read_bandwidth(pool, bw->mb << 20, 7);
     fmt::print("read bandwidth: {:.2f} GB/s ({} threads, {} MiB buffer)\n", gbs, pool.size(),
-               bw_mb);
+               bw->mb);
     fmt::print("{}\n", nlohmann::json{{"bandwidth_gb_s", gbs}, {"threads", pool.size()}}.dump());
   });
 
   auto* decode = cmd->add_subcommand("decode", "Prefill/decode speed and verification cost");
-  static DecodeOptions o;
+  auto opts = std::make_shared<DecodeOptions>();
+  DecodeOptions& o = *opts;
   decode->add_option("-m,--model", o.model, "GGUF file or Hugging Face directory")->required();
   decode->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
   decode->add_option("--prompt", o.prompt_tokens, "Prompt tokens to prefill (default 128)");
@@ -220,7 +224,7 @@ void add_bench_command(CLI::App& app) {
   decode->add_option("--reps", o.verify_reps, "Repetitions of the verify timing (default 10)");
   decode->add_option("--kv", o.kv, "KV cache type: f16 or f32 (default f16)")
       ->check(CLI::IsMember({"f16", "f32"}));
-  decode->callback([] { run_decode_bench(o); });
+  decode->callback([opts] { run_decode_bench(*opts); });
 
   add_bench_spec_command(cmd);
   add_bench_serve_command(cmd);

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -317,7 +318,7 @@ void run_bench_serve(const Opts& o) {
   SpecCliOptions spec = o.spec;
   if (spec.draft.empty()) spec.draft = "ngram";
   spec_options(spec);  // validate -k before the long run
-  auto target = Model::load(o.model);
+  auto target = load_model(o.model);
   auto prompts = load_prompt_set(*target, o.prompts);
   ThreadPool pool(o.threads);
   fmt::print(
@@ -409,7 +410,8 @@ void add_bench_serve_command(CLI::App* bench) {
       "serve",
       "Serving throughput and latency at several concurrencies, plain vs speculative, "
       "and the prefix cache's savings (engine in process)");
-  static Opts o;
+  auto opts = std::make_shared<Opts>();
+  Opts& o = *opts;
   cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
   add_spec_options(cmd, o.spec);
   cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")
@@ -433,7 +435,7 @@ void add_bench_serve_command(CLI::App* bench) {
       ->check(CLI::Range(2, 1000))
       ->capture_default_str();
   add_sampling_options(cmd, o.sampling, o.seed);
-  cmd->callback([] { run_bench_serve(o); });
+  cmd->callback([opts] { run_bench_serve(*opts); });
 }
 
 }  // namespace tandem::cli

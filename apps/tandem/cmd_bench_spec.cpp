@@ -191,7 +191,8 @@ Row summarise(const std::string& k, const Run& plain, const Run& spec) {
 void add_bench_spec_command(CLI::App* bench) {
   auto* cmd = bench->add_subcommand(
       "spec", "Plain vs speculative decoding over a prompt set, per draft length K");
-  static Opts o;
+  auto opts = std::make_shared<Opts>();
+  Opts& o = *opts;
   cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
   cmd->add_option("-d,--draft", o.spec.draft, "Draft model, or 'ngram'")->required();
   cmd->add_option("--draft-vocab", o.spec.draft_vocab,
@@ -208,8 +209,9 @@ void add_bench_spec_command(CLI::App* bench) {
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
   cmd->add_option("--chart", o.chart, "Write an SVG chart of speedup and acceptance against K");
   add_sampling_options(cmd, o.sampling, o.seed);
-  cmd->callback([] {
-    auto target = Model::load(o.model);
+  cmd->callback([opts] {
+    const Opts& o = *opts;
+    auto target = load_model(o.model);
     auto prompts = load_prompts(*target, o.prompts, o.limit);
     ThreadPool pool(o.threads);
     std::vector<std::string> ks;

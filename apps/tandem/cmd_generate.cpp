@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
@@ -65,7 +66,8 @@ void add_generate_command(CLI::App& app) {
     SamplingParams sampling;
     std::optional<uint64_t> seed;
   };
-  static Opts o;
+  auto opts = std::make_shared<Opts>();
+  Opts& o = *opts;
   cmd->add_option("-m,--model", o.model, "GGUF file or Hugging Face directory")->required();
   add_prompt_options(cmd, o.prompt);
   add_spec_options(cmd, o.spec);
@@ -80,8 +82,9 @@ void add_generate_command(CLI::App& app) {
   add_sampling_options(cmd, o.sampling, o.seed);
   cmd->add_flag("--ignore-eos", o.ignore_eos, "Do not stop at end-of-generation tokens");
   cmd->add_flag("--json", o.json, "Print one JSON object with the result and timings");
-  cmd->callback([] {
-    auto model = Model::load(o.model);
+  cmd->callback([opts] {
+    const Opts& o = *opts;
+    auto model = load_model(o.model);
     auto ids = prompt_ids(*model, o.prompt);
     ThreadPool pool(o.threads);
     Request req;
@@ -125,26 +128,30 @@ void add_generate_command(CLI::App& app) {
 void add_logits_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "logits", "Write the logits of every prompt position as raw float32 (n x vocab)");
-  static std::string model, ids, out, kv_type = "f16";
-  static int threads = 0;
-  cmd->add_option("-m,--model", model, "GGUF file or Hugging Face directory")->required();
-  cmd->add_option("--ids", ids, "Comma-separated token ids")->required();
-  cmd->add_option("-o,--output", out, "Output file")->required();
-  cmd->add_option("-t,--threads", threads, "Threads (default: physical cores)");
-  cmd->add_option("--kv-type", kv_type, "KV cache type: f16 or f32")
+  struct Opts {
+    std::string model, ids, out, kv_type = "f16";
+    int threads = 0;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", opts->model, "GGUF file or Hugging Face directory")->required();
+  cmd->add_option("--ids", opts->ids, "Comma-separated token ids")->required();
+  cmd->add_option("-o,--output", opts->out, "Output file")->required();
+  cmd->add_option("-t,--threads", opts->threads, "Threads (default: physical cores)");
+  cmd->add_option("--kv-type", opts->kv_type, "KV cache type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}));
-  cmd->callback([] {
-    auto m = Model::load(model);
+  cmd->callback([opts] {
+    const Opts& o = *opts;
+    auto m = load_model(o.model);
     PromptOptions p;
-    p.ids = ids;
+    p.ids = o.ids;
     auto tokens = prompt_ids(*m, p);
-    ThreadPool pool(threads);
-    auto logits = prompt_logits(*m, pool, tokens, kv_dtype(kv_type));
-    std::FILE* f = std::fopen(out.c_str(), "wb");
-    if (!f) fail("{}: cannot open for writing", out);
+    ThreadPool pool(o.threads);
+    auto logits = prompt_logits(*m, pool, tokens, kv_dtype(o.kv_type));
+    std::FILE* f = std::fopen(o.out.c_str(), "wb");
+    if (!f) fail("{}: cannot open for writing", o.out);
     size_t wrote = std::fwrite(logits.data(), sizeof(float), logits.size(), f);
     std::fclose(f);
-    check(wrote == logits.size(), "{}: write failed", out);
+    check(wrote == logits.size(), "{}: write failed", o.out);
   });
 }
 

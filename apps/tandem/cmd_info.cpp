@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <memory>
 
+#include "cli_common.h"
 #include "commands.h"
 #include "core/error.h"
 #include "io/gguf_reader.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernels.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -16,12 +18,16 @@ namespace tandem::cli {
 
 void add_info_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Show a model's architecture, dimensions, tensor types, tokenizer");
-  static std::string model;
-  static bool all_metadata = false;
-  cmd->add_option("-m,--model", model, "GGUF file or Hugging Face directory")->required();
-  cmd->add_flag("--metadata", all_metadata, "Also print every GGUF metadata key");
-  cmd->callback([] {
-    auto m = Model::load(model);
+  struct Opts {
+    std::string model;
+    bool all_metadata = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", opts->model, "GGUF file or Hugging Face directory")->required();
+  cmd->add_flag("--metadata", opts->all_metadata, "Also print every GGUF metadata key");
+  cmd->callback([opts] {
+    const Opts& o = *opts;
+    auto m = load_model(o.model);
     const auto& c = m->config();
     fmt::print("model:          {}\n", m->path());
     fmt::print("format:         {}\n", m->format());
@@ -57,7 +63,7 @@ void add_info_command(CLI::App& app) {
     const auto& pk = m->packing();
     if (pk.matrices > 0)
       fmt::print("packed:         {} matrices, {:.1f} MiB in the {} kernel's layout, {:.2f} s\n",
-                 pk.matrices, pk.bytes / 1048576.0, kernels::cpu::simd_target_name(), pk.seconds);
+                 pk.matrices, pk.bytes / 1048576.0, kernels::simd_target_name(), pk.seconds);
     else
       fmt::print("packed:         none (the kernels read the file's layout)\n");
     if (const Tokenizer* tok = m->tokenizer()) {
@@ -77,7 +83,7 @@ void add_info_command(CLI::App& app) {
       }
     }
     fmt::print("chat template:  {}\n", family);
-    if (all_metadata && m->format() == "gguf") {
+    if (o.all_metadata && m->format() == "gguf") {
       GGUFFile f(m->path());
       for (const auto& [k, v] : f.metadata()) fmt::print("  {} = {}\n", k, gguf_value_to_string(v));
     }

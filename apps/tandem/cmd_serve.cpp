@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -88,7 +89,7 @@ void run_serve(const ServeOpts& o) {
   (void)server::AccessControl(access);  // checks the key before the model loads
   server::check_listen_policy(o.host, !o.api_key.empty(), o.insecure);
 
-  auto model = Model::load(o.model);
+  auto model = load_model(o.model);
   ThreadPool pool(o.threads);
   const DType kv_type = o.kv_type == "f32" ? DType::F32 : DType::F16;
   const int model_ctx = model->config().context_length;
@@ -175,7 +176,8 @@ void run_serve(const ServeOpts& o) {
 
 void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
-  static ServeOpts o;
+  auto opts = std::make_shared<ServeOpts>();
+  ServeOpts& o = *opts;
   cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
   add_spec_options(cmd, o.spec);
   cmd->add_option("--host", o.host, "Address to listen on")->capture_default_str();
@@ -226,7 +228,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--body-timeout", o.timeouts.body_s,
                   "Seconds for a request body to arrive once its headers are in (408 after)")
       ->capture_default_str();
-  cmd->callback([] { run_serve(o); });
+  cmd->callback([opts] { run_serve(*opts); });
 }
 
 }  // namespace tandem::cli

@@ -47,7 +47,8 @@ void add_tokenize_command(CLI::App& app) {
     std::string model, text;
     bool jsonl = false, no_bos = false, no_special = false;
   };
-  static Opts o;
+  auto opts = std::make_shared<Opts>();
+  Opts& o = *opts;
   cmd->add_option("-m,--model", o.model, "GGUF file, Hugging Face directory or tokenizer.json")
       ->required();
   cmd->add_option("text", o.text, "Text to tokenize");
@@ -56,7 +57,8 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--no-bos", o.no_bos, "Do not add BOS even where the tokenizer adds it");
   cmd->add_flag("--no-special", o.no_special,
                 "Treat the text of control tokens (e.g. <|eot_id|>) as plain text");
-  cmd->callback([cmd] {
+  cmd->callback([cmd, opts] {
+    const Opts& o = *opts;
     const bool has_text = cmd->count("text") > 0;
     check(o.jsonl != has_text, "tokenize: give either TEXT or --jsonl (stdin)");
     auto tok = load_tokenizer(o.model);

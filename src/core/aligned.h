@@ -29,10 +29,8 @@ using AlignedVector = std::vector<T, CacheLineAllocator<T>>;
 // must grow it grows at least twofold, without copying the old contents, and
 // touches every new page at once: so growth is rare and its cost (allocation,
 // page faults) is paid here, where the caller can keep it out of the forward
-// passes it times. Measured: one logits buffer growing from 4 to 5 rows of a
-// 151,936-token vocabulary, inside the timed verify pass of a serving run, took
-// 9.8 ms of a 57 ms pass, and the cost model took that pass as the price of
-// verifying 5 positions.
+// passes it times (a growth inside a timed pass is priced by the draft policy
+// as the cost of the pass; docs/decisions.md, "Untimed buffer growth").
 template <typename T>
 void resize_scratch(AlignedVector<T>& v, size_t n) {
   if (n > v.capacity()) {

@@ -92,12 +92,18 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
-  // n_threads_ chunks, each run once by whichever thread claims it first.
-  std::atomic<int> next{0};
-  dispatch([&](int t) {
-    for (int c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_threads_;) {
-      auto [b, e] = chunk_of(n, grain, n_threads_, c);
-      if (b < e) fn(b, e, t);
+  // n_threads_ chunks, each run once by whichever thread claims it first. The
+  // job captures one reference, so that std::function holds it without allocating.
+  struct Region {
+    const std::function<void(int64_t, int64_t, int)>& fn;
+    int64_t n, grain;
+    int parts;
+    std::atomic<int> next{0};
+  } region{fn, n, grain, n_threads_};
+  dispatch([&region](int t) {
+    for (int c; (c = region.next.fetch_add(1, std::memory_order_relaxed)) < region.parts;) {
+      auto [b, e] = chunk_of(region.n, region.grain, region.parts, c);
+      if (b < e) region.fn(b, e, t);
     }
   });
 }

@@ -3,12 +3,17 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "spec/draft_hints.h"
 
 namespace tandem {
 
 namespace {
 double seconds_between(Sequence::Clock::time_point a, Sequence::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+// The runner works on the generation part of each request.
+std::vector<Generation*> generations(const std::vector<Sequence*>& seqs) {
+  return {seqs.begin(), seqs.end()};
 }
 }  // namespace
 
@@ -21,7 +26,11 @@ KVCacheConfig engine_cache_config(const EngineOptions& opt) {
 
 Engine::Engine(const Model& target, ThreadPool& pool, EngineOptions opt,
                std::unique_ptr<Drafter> drafter)
-    : target_(target), opt_(opt), tf_(target, pool), drafter_(std::move(drafter)) {
+    : target_(target),
+      opt_(opt),
+      // Passes as long as a prefill chunk or a verify pass of every request's longest draft.
+      tf_(target, pool, std::max({1, opt.prefill_chunk, opt.max_batch * (kMaxDraft + 1)})),
+      drafter_(std::move(drafter)) {
   check(opt_.max_batch >= 1, "max batch must be >= 1, got {}", opt_.max_batch);
   check(opt_.prefill_chunk >= 1, "prefill chunk must be >= 1, got {}", opt_.prefill_chunk);
   opt_.n_ctx = std::min(opt_.n_ctx, target.config().context_length);
@@ -91,8 +100,8 @@ void Engine::admit() {
 }
 
 void Engine::finish(Sequence& s) {
+  runner_->finish(s);
   if (s.target_slot >= 0) {
-    runner_->release(s);
     cache_->free(s.target_slot);
     s.target_slot = -1;
   }
@@ -137,15 +146,17 @@ std::vector<Sequence*> Engine::plan_round(std::vector<int>& k) {
     for (auto& s : running_)
       if (!s->finished() && cache_->length(s->target_slot) >= s->prefill_end())
         decoding.push_back(s.get());
-    if (k.size() != decoding.size()) k = runner_->plan(decoding);
+    if (k.size() != decoding.size()) k = runner_->plan(generations(decoding));
+    DraftMemory* draft_memory = drafter_ ? drafter_->memory() : nullptr;
     int64_t need = 0, need_draft = 0;
     for (size_t i = 0; i < decoding.size(); ++i) {
       const int len = static_cast<int>(decoding[i]->tokens().size());
       need += cache_->positions_needed(decoding[i]->target_slot, len + k[i]);
-      if (drafter_ && k[i] > 0) need_draft += drafter_->positions_needed(*decoding[i], k[i]);
+      if (draft_memory && k[i] > 0)
+        need_draft += draft_memory->positions_needed(decoding[i]->draft_context(), k[i]);
     }
     const bool fits = need <= cache_->free_positions() &&
-                      (!drafter_ || need_draft <= drafter_->free_positions());
+                      (!draft_memory || need_draft <= draft_memory->free_positions());
     if (fits) return decoding;
     // Short of KV blocks: first stop drafting this round, then preempt.
     if (std::any_of(k.begin(), k.end(), [](int x) { return x > 0; })) {
@@ -190,7 +201,7 @@ bool Engine::step() {
   if (!decoding.empty()) {
     std::vector<int> before;
     for (Sequence* s : decoding) before.push_back(s->n_generated());
-    runner_->step(decoding, k);
+    runner_->step(generations(decoding), k);
     for (size_t i = 0; i < decoding.size(); ++i) {
       metrics_.tokens_per_round.observe(decoding[i]->n_generated() - before[i]);
       observe_progress(*decoding[i], before[i]);
@@ -217,7 +228,7 @@ bool Engine::step() {
   if (!chunks.empty()) {
     std::vector<int> before;
     for (auto [s, n] : chunks) before.push_back(s->n_generated());
-    runner_->prefill(chunks);
+    runner_->prefill({chunks.begin(), chunks.end()});
     for (size_t i = 0; i < chunks.size(); ++i) {
       Sequence* s = chunks[i].first;
       observe_progress(*s, before[i]);
@@ -261,7 +272,7 @@ EngineMetrics Engine::metrics() const {
   m.queued = static_cast<int>(queue_.size());
   m.running = static_cast<int>(running_.size());
   m.kv = cache_->stats();
-  if (drafter_ && drafter_->cache()) m.draft_kv = drafter_->cache()->stats();
+  if (DraftMemory* dm = drafter_ ? drafter_->memory() : nullptr) m.draft_kv = dm->cache().stats();
   return m;
 }
 

@@ -19,9 +19,9 @@
 #include "engine/metrics.h"
 #include "engine/request.h"
 #include "engine/sequence.h"
-#include "engine/speculative_runner.h"
 #include "model/transformer.h"
 #include "spec/drafter.h"
+#include "spec/speculative_runner.h"
 
 namespace tandem {
 

@@ -5,36 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
+#include "spec/generation.h"
+#include "spec/request_stats.h"
 
 namespace tandem {
 
-struct RequestParams {
-  int max_tokens = 128;
-  SamplingParams sampling;
+// How to decode (spec/generation.h: max_tokens, sampling, speculate, logprobs,
+// constraint), and when to stop.
+struct RequestParams : DecodeParams {
   std::vector<std::string> stop_strings;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
-  bool speculate = true;    // let the engine's drafter propose tokens for this request
-};
-
-// Counters of one request; times in milliseconds.
-struct RequestStats {
-  int n_prompt = 0;
-  int n_generated = 0;
-  int rounds = 0;          // target forward passes after the prefill (decode steps or verifies)
-  int spec_rounds = 0;     // rounds that verified at least one drafted token
-  int drafted = 0;         // drafted tokens proposed to the target
-  int accepted = 0;        // drafted tokens the target accepted
-  int rejections = 0;      // rounds that ended by rejecting a draft
-  double prefill_ms = 0, decode_ms = 0;
-  double draft_ms = 0, verify_ms = 0;  // decode_ms = draft_ms + verify_ms + the rest
-  double spec_verify_ms = 0;           // the part of verify_ms in rounds with drafts
-
-  double acceptance_rate() const { return drafted ? double(accepted) / drafted : 0.0; }
-  // Tokens emitted per round after the prefill (1 for plain decoding).
-  double tokens_per_round() const {
-    return rounds ? double(n_generated > 0 ? n_generated - 1 : 0) / rounds : 0.0;
-  }
 };
 
 struct RequestResult {
@@ -42,6 +24,22 @@ struct RequestResult {
   std::string text;
   std::string finish_reason;  // "stop", "length" or "cancelled"
   RequestStats stats;
+  // One per generated token when params.logprobs >= 0.
+  std::vector<TokenLogprobs> logprobs;
+};
+
+// One generated token as it is streamed, or (id -1) text that became final
+// without one: what was held back when the request ended (by a stop token, a
+// stop string, or a cancellation).
+struct TokenOutput {
+  int id = -1;
+  bool drafted = false;  // an accepted draft token (false: the target's own)
+  // The text that became final with this token (may be empty: an incomplete
+  // UTF-8 sequence, or text held back while it may still start a stop string).
+  // The pieces of all outputs, in order, are the output text.
+  std::string text;
+  const TokenLogprobs* logprobs = nullptr;  // when asked for (params.logprobs >= 0)
+  const RequestStats* stats = nullptr;      // the request's figures so far
 };
 
 struct Request {
@@ -49,6 +47,10 @@ struct Request {
   RequestParams params;
   // Streaming: called with each piece of final text as soon as it is complete UTF-8.
   std::function<void(const std::string&)> on_text;
+  // Streaming, token by token: called for every generated token (after on_text
+  // for the same text), with what it made final and how it was produced, and
+  // for text that becomes final without a token.
+  std::function<void(const TokenOutput&)> on_token;
   // Called once when the request finishes (also when cancelled), from the thread
   // that runs the engine.
   std::function<void(const RequestResult&)> on_finish;

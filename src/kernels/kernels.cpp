@@ -1,51 +1,75 @@
-// Entry points of kernels.h. Each forwards to the SIMD CPU kernels (which pick
-// the instruction set at run time), or to the scalar reference when the
-// environment says TANDEM_KERNELS=ref (for debugging and A/B comparisons).
+// The backend-independent part of kernels.h: the choice of kernels, the checks
+// every backend's matmul and attention share, and the stateless helpers.
 #include "kernels/kernels.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
+#include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace tandem::kernels {
-namespace {
 
-bool use_ref() {
-  static const bool ref = [] {
-    const char* v = std::getenv("TANDEM_KERNELS");
-    return v != nullptr && std::strcmp(v, "ref") == 0;
-  }();
-  return ref;
+std::unique_ptr<Kernels> Kernels::create(const KernelConfig& config, ThreadPool& pool,
+                                         const KernelLimits& limits) {
+  check(limits.max_rows >= 1 && limits.max_k >= 0 && limits.head_dim >= 0 &&
+            limits.max_group >= 1 && limits.max_group <= 64,
+        "kernels: invalid limits ({} rows, rows of {}, heads of {}, {} query heads per KV head)",
+        limits.max_rows, limits.max_k, limits.head_dim, limits.max_group);
+  if (config.reference) return std::make_unique<ref::RefKernels>(pool, limits);
+  return std::make_unique<cpu::CpuKernels>(config, pool, limits);
 }
 
-}  // namespace
-
-bool using_reference_kernels() { return use_ref(); }
-
-void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& pool) {
-  if (use_ref()) return ref::matmul(W, x, M, y, pool);
+void Kernels::matmul(const TensorView& W, const float* x, int M, float* y) {
   const TensorView* w = &W;
-  cpu::matmul_multi(&w, 1, x, M, &y, pool);
+  matmul_multi(&w, 1, x, M, &y);
 }
-void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
-                  float* const* ys, ThreadPool& pool) {
-  if (use_ref()) {
-    for (int i = 0; i < count; ++i) ref::matmul(*Ws[i], x, M, ys[i], pool);
-    return;
-  }
-  cpu::matmul_multi(Ws, count, x, M, ys, pool);
+
+void Kernels::matmul_strided(const TensorView& W, const float* x, int M, float* y, int64_t ldy) {
+  check(ldy >= W.ne(1), "matmul: output rows of {} floats cannot hold {}'s {} columns", ldy,
+        W.name, W.ne(1));
+  const TensorView* w = &W;
+  checked_matmul(&w, 1, x, M, &y, ldy);
 }
-AlignedVector<uint8_t> pack_weights(const TensorView& W, ThreadPool& pool) {
-  static const bool disabled = [] {
-    const char* v = std::getenv("TANDEM_PACK");
-    return v != nullptr && std::strcmp(v, "0") == 0;
-  }();
-  if (disabled || use_ref()) return {};
-  return cpu::pack_matrix(W, pool);
+
+void Kernels::matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
+                           float* const* ys) {
+  checked_matmul(Ws, count, x, M, ys, 0);
+}
+
+void Kernels::checked_matmul(const TensorView* const* Ws, int count, const float* x, int M,
+                             float* const* ys, int64_t ldy) {
+  if (count <= 0 || M <= 0) return;
+  const int64_t K = Ws[0]->ne(0);
+  for (int i = 0; i < count; ++i)
+    check(Ws[i]->ne(0) == K, "matmul: {} has rows of {} but the input has {} columns",
+          Ws[i]->name, Ws[i]->ne(0), K);
+  check(M <= limits_.max_rows && K <= limits_.max_k,
+        "matmul: {} rows of {} exceed the kernels' scratch ({} rows of at most {})", M, K,
+        limits_.max_rows, limits_.max_k);
+  matmul_rows(Ws, count, x, M, ys, ldy);
+}
+
+void Kernels::attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
+                        const AttentionShape& shape, float* out) {
+  if (n_q <= 0) return;
+  check(shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0,
+        "attention: {} query heads cannot be grouped over {} KV heads", shape.n_heads,
+        shape.n_kv_heads);
+  check(shape.head_dim <= limits_.head_dim && shape.n_heads / shape.n_kv_heads <= limits_.max_group,
+        "attention: heads of {} in groups of {} exceed the kernels' scratch (heads of at most {}, "
+        "groups of at most {})",
+        shape.head_dim, shape.n_heads / shape.n_kv_heads, limits_.head_dim, limits_.max_group);
+  check(kv.type == DType::F32 || kv.type == DType::F16, "attention: KV cache type {} unsupported",
+        dtype_name(kv.type));
+  attend(q, n_q, pos, kv, shape, out);
+}
+
+AlignedVector<uint8_t> pack_weights(const TensorView& W, const KernelConfig& config,
+                                    ThreadPool& pool) {
+  if (!config.pack || config.reference) return {};
+  return cpu::pack_matrix(W, config.simd_target, pool);
 }
 
 TensorView row_range(const TensorView& W, int64_t begin, int64_t end) {
@@ -61,38 +85,17 @@ TensorView row_range(const TensorView& W, int64_t begin, int64_t end) {
 }
 
 void get_row(const TensorView& W, int64_t r, float* out) { ref::get_row(W, r, out); }
-void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
-  if (use_ref()) return ref::rmsnorm(x, w, n, eps, out);
-  cpu::rmsnorm(x, w, n, eps, out);
-}
-void swiglu(const float* gate, const float* up, int n, float* out) {
-  if (use_ref()) return ref::swiglu(gate, up, n, out);
-  cpu::swiglu(gate, up, n, out);
-}
-void add_inplace(float* x, const float* b, int n) {
-  if (use_ref()) return ref::add_inplace(x, b, n);
-  cpu::add_inplace(x, b, n);
-}
-int argmax(const float* x, int n) {
-  if (use_ref()) return ref::argmax(x, n);
-  return cpu::argmax(x, n);
-}
+
+int argmax(const float* x, int n) { return cpu::argmax(x, n); }
+
+const char* simd_target_name() { return cpu::simd_target_name(); }
+
 void rope_angles(int pos, const float* inv_freq, int half, float* cos, float* sin) {
   for (int i = 0; i < half; ++i) {
     const float angle = static_cast<float>(pos) * inv_freq[i];
     cos[i] = std::cos(angle);
     sin[i] = std::sin(angle);
   }
-}
-void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
-          RopeStyle style) {
-  if (use_ref()) return ref::rope(x, n_heads, head_dim, cos, sin, style);
-  cpu::rope(x, n_heads, head_dim, cos, sin, style);
-}
-void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
-               const AttentionShape& shape, float* out, ThreadPool& pool) {
-  if (use_ref()) return ref::attention(q, n_q, pos, kv, shape, out, pool);
-  cpu::attention(q, n_q, pos, kv, shape, out, pool);
 }
 
 }  // namespace tandem::kernels

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "kernels/kernels.h"
+#include "kernels/rope_style.h"
 
 namespace tandem {
 

@@ -16,9 +16,10 @@ namespace tandem {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
+std::unique_ptr<Model> Model::load(const std::string& path, const kernels::KernelConfig& kernels) {
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
+  m->kernel_config_ = kernels;
   if (fs::is_directory(path)) {
     if (!is_hf_model_dir(path))
       fail("{}: not a model directory (no config.json with safetensors weights)", path);
@@ -58,7 +59,7 @@ void Model::pack_matrices() {
   const auto start = std::chrono::steady_clock::now();
   ThreadPool pool(0);
   auto pack = [&](TensorView& W) {
-    AlignedVector<uint8_t> copy = kernels::pack_weights(W, pool);
+    AlignedVector<uint8_t> copy = kernels::pack_weights(W, kernel_config_, pool);
     if (copy.empty()) return;
     W.packed = copy.data();
     packing_.bytes += copy.size();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/aligned.h"
+#include "kernels/kernel_config.h"
 #include "model/config.h"
 #include "model/tensor_set.h"
 #include "model/weights.h"
@@ -17,12 +18,16 @@ class Tokenizer;
 
 class Model {
  public:
-  // path: a .gguf file or a Hugging Face model directory. Throws tandem::Error.
-  static std::unique_ptr<Model> load(const std::string& path);
+  // path: a .gguf file or a Hugging Face model directory. `kernels` decides the
+  // weights' packing, and transformers over the model run the kernels it names.
+  // Throws tandem::Error.
+  static std::unique_ptr<Model> load(const std::string& path,
+                                     const kernels::KernelConfig& kernels = {});
   ~Model();
 
   const std::string& path() const { return path_; }
   const std::string& format() const { return format_; }  // "gguf" or "hf"
+  const kernels::KernelConfig& kernel_config() const { return kernel_config_; }
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const TensorSet& tensors() const { return tensors_; }
@@ -50,6 +55,7 @@ class Model {
   Model() = default;
   void pack_matrices();
   std::string path_, format_;
+  kernels::KernelConfig kernel_config_;
   ModelConfig config_;
   TensorSet tensors_;
   ModelWeights weights_;

@@ -17,6 +17,16 @@ std::vector<float> to_f32(const TensorView& t) {
   return out;
 }
 
+// The largest call a pass makes of its kernels.
+kernels::KernelLimits pass_limits(const ModelConfig& c, int max_tokens) {
+  kernels::KernelLimits l;
+  l.max_rows = max_tokens;
+  l.max_k = std::max({int64_t{c.d_model}, int64_t{c.n_heads} * c.head_dim, int64_t{c.d_ff}});
+  l.head_dim = c.head_dim;
+  l.max_group = c.n_heads / c.n_kv_heads;
+  return l;
+}
+
 }  // namespace
 
 void ForwardBatch::add_sequence(int slot, const int* ids, int n, int start, bool all_logits,
@@ -29,8 +39,16 @@ void ForwardBatch::add_sequence(int slot, const int* ids, int n, int start, bool
   }
 }
 
-Transformer::Transformer(const Model& model, ThreadPool& pool)
-    : model_(model), c_(model.config()), pool_(pool), inv_freq_(rope_inv_freq(c_)) {
+Transformer::Transformer(const Model& model, ThreadPool& pool, int max_tokens)
+    : model_(model),
+      c_(model.config()),
+      pool_(pool),
+      state_(c_, max_tokens),
+      kernels_(kernels::Kernels::create(model.kernel_config(), pool,
+                                        pass_limits(c_, state_.max_tokens))),
+      attention_shape_{c_.n_heads, c_.n_kv_heads, c_.head_dim,
+                       1.0f / std::sqrt(static_cast<float>(c_.head_dim))},
+      inv_freq_(rope_inv_freq(c_)) {
   for (const auto& L : model.weights().layers)
     layer_f32_.push_back({to_f32(L.attn_norm), to_f32(L.ffn_norm), to_f32(L.bq), to_f32(L.bk),
                           to_f32(L.bv)});
@@ -39,23 +57,6 @@ Transformer::Transformer(const Model& model, ThreadPool& pool)
 
 KVCacheShape Transformer::cache_shape() const {
   return {c_.n_layers, c_.n_kv_heads, c_.head_dim};
-}
-
-void Transformer::ensure_scratch(int n) {
-  if (n <= scratch_tokens_) return;
-  scratch_tokens_ = n;
-  const size_t N = static_cast<size_t>(n);
-  const size_t q_dim = size_t(c_.n_heads) * c_.head_dim, kv_dim = size_t(c_.n_kv_heads) * c_.head_dim;
-  x_.resize(N * c_.d_model);
-  xn_.resize(N * std::max<size_t>(c_.d_model, q_dim));
-  q_.resize(N * q_dim);
-  k_.resize(N * kv_dim);
-  v_.resize(N * kv_dim);
-  attn_.resize(N * q_dim);
-  gate_.resize(N * c_.d_ff);
-  up_.resize(N * c_.d_ff);
-  hidden_.resize(N * c_.d_ff);
-  out_.resize(N * c_.d_model);
 }
 
 void Transformer::validate(const ForwardBatch& b, KVCache& cache) const {
@@ -78,112 +79,176 @@ void Transformer::validate(const ForwardBatch& b, KVCache& cache) const {
   for (int r : b.logit_rows) check(r >= 0 && r < n, "forward: logit row {} outside the batch", r);
 }
 
+// Cache room for each slot's run, before any pass writes; the lengths advance
+// after the last pass.
+void Transformer::reserve_cache(const ForwardBatch& b, KVCache& cache) const {
+  for (int i = 0; i < b.size(); ++i)
+    if (i + 1 == b.size() || b.slots[i + 1] != b.slots[i])
+      check(cache.reserve(b.slots[i], b.positions[i] + 1),
+            "forward: KV cache has no room for slot {} up to position {}", b.slots[i],
+            b.positions[i]);
+}
+
+void Transformer::advance_cache(const ForwardBatch& b, KVCache& cache) const {
+  for (int i = 0; i < b.size(); ++i)
+    if (i + 1 == b.size() || b.slots[i + 1] != b.slots[i])
+      cache.set_length(b.slots[i], b.positions[i] + 1);
+}
+
 void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) {
   validate(b, cache);
-  const int n = b.size();
-  ensure_scratch(n);
-  const int d = c_.d_model, hd = c_.head_dim;
-  const int q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
-  const auto& W = model_.weights();
+  reserve_cache(b, cache);
+  for (int begin = 0; begin < b.size(); begin += state_.max_tokens) {
+    const int n = std::min(state_.max_tokens, b.size() - begin);
+    const PassRows p{&b.tokens[begin], &b.positions[begin], &b.slots[begin], begin, n};
+    run_pass(b, p, cache, logits);
+  }
+  advance_cache(b, cache);
+}
 
-  // Reserve cache room for each slot's run; lengths advance after the last layer.
-  struct Run { int slot, begin, end; };
-  std::vector<Run> runs;
-  for (int i = 0; i < n; ++i) {
-    if (i == 0 || b.slots[i] != b.slots[i - 1]) runs.push_back({b.slots[i], i, i});
+void Transformer::run_pass(const ForwardBatch& b, const PassRows& p, KVCache& cache,
+                           float* logits) {
+  find_runs(p);
+  embed(p);
+  for (int l = 0; l < c_.n_layers; ++l) {
+    attention_block(l, p, cache);
+    ffn_block(l, p.n);
+  }
+  head(b, p, logits);
+}
+
+// The slots' runs of consecutive rows in the pass: each attends as one call.
+void Transformer::find_runs(const PassRows& p) {
+  auto& runs = state_.runs;
+  runs.clear();
+  for (int i = 0; i < p.n; ++i) {
+    if (i == 0 || p.slots[i] != p.slots[i - 1]) runs.push_back({p.slots[i], i, i});
     runs.back().end = i + 1;
   }
-  for (const auto& r : runs)
-    check(cache.reserve(r.slot, b.positions[r.end - 1] + 1),
-          "forward: KV cache has no room for slot {} up to position {}", r.slot,
-          b.positions[r.end - 1]);
+}
 
-  for (int i = 0; i < n; ++i) kernels::get_row(W.tok_embd, b.tokens[i], &x_[size_t(i) * d]);
-
-  const int half = hd / 2;
-  rope_cos_.resize(size_t(n) * half);
-  rope_sin_.resize(size_t(n) * half);
-  for (int i = 0; i < n; ++i)
-    kernels::rope_angles(b.positions[i], inv_freq_.data(), half, &rope_cos_[size_t(i) * half],
-                         &rope_sin_[size_t(i) * half]);
-
-  const kernels::AttentionShape ashape{c_.n_heads, c_.n_kv_heads, hd,
-                                       1.0f / std::sqrt(static_cast<float>(hd))};
-  for (int l = 0; l < c_.n_layers; ++l) {
-    const auto& L = W.layers[l];
-    const auto& F = layer_f32_[l];
-    // Attention block.
-    for (int i = 0; i < n; ++i)
-      kernels::rmsnorm(&x_[size_t(i) * d], F.attn_norm.data(), d, c_.norm_eps, &xn_[size_t(i) * d]);
-    {  // Q, K and V in one parallel region, the input quantized once.
-      const TensorView* w[] = {&L.wq, &L.wk, &L.wv};
-      float* y[] = {q_.data(), k_.data(), v_.data()};
-      kernels::matmul_multi(w, 3, xn_.data(), n, y, pool_);
-    }
-    for (int i = 0; i < n; ++i) {
-      float* q = &q_[size_t(i) * q_dim];
-      float* k = &k_[size_t(i) * kv_dim];
-      float* v = &v_[size_t(i) * kv_dim];
-      if (!F.bq.empty()) {
-        kernels::add_inplace(q, F.bq.data(), q_dim);
-        kernels::add_inplace(k, F.bk.data(), kv_dim);
-        kernels::add_inplace(v, F.bv.data(), kv_dim);
-      }
-      const float* cos = &rope_cos_[size_t(i) * half];
-      const float* sin = &rope_sin_[size_t(i) * half];
-      kernels::rope(q, c_.n_heads, hd, cos, sin, c_.rope_style);
-      kernels::rope(k, c_.n_kv_heads, hd, cos, sin, c_.rope_style);
-      cache.store(b.slots[i], l, b.positions[i], k, v);
-    }
-    for (const auto& r : runs)
-      kernels::attention(&q_[size_t(r.begin) * q_dim], r.end - r.begin, &b.positions[r.begin],
-                         cache.view(r.slot, l), ashape, &attn_[size_t(r.begin) * q_dim], pool_);
-    kernels::matmul(L.wo, attn_.data(), n, out_.data(), pool_);
-    for (int i = 0; i < n; ++i)
-      kernels::add_inplace(&x_[size_t(i) * d], &out_[size_t(i) * d], d);
-
-    // Feed-forward block (SwiGLU).
-    for (int i = 0; i < n; ++i)
-      kernels::rmsnorm(&x_[size_t(i) * d], F.ffn_norm.data(), d, c_.norm_eps, &xn_[size_t(i) * d]);
-    {
-      const TensorView* w[] = {&L.w_gate, &L.w_up};
-      float* y[] = {gate_.data(), up_.data()};
-      kernels::matmul_multi(w, 2, xn_.data(), n, y, pool_);
-    }
-    // The positions' gate, up and hidden rows are contiguous: one element-wise
-    // pass over all of them, shared by the threads.
-    pool_.parallel_for(
-        int64_t{n} * c_.d_ff,
-        [&](int64_t b0, int64_t b1, int) {
-          kernels::swiglu(&gate_[b0], &up_[b0], static_cast<int>(b1 - b0), &hidden_[b0]);
-        },
-        64);
-    kernels::matmul(L.w_down, hidden_.data(), n, out_.data(), pool_);
-    for (int i = 0; i < n; ++i)
-      kernels::add_inplace(&x_[size_t(i) * d], &out_[size_t(i) * d], d);
+// The pass's rows of the residual stream (token embeddings), and the rotation of
+// each position, shared by every layer.
+void Transformer::embed(const PassRows& p) {
+  const int d = c_.d_model, half = c_.head_dim / 2;
+  for (int i = 0; i < p.n; ++i) {
+    kernels::get_row(model_.weights().tok_embd, p.tokens[i], &state_.x[size_t(i) * d]);
+    kernels::rope_angles(p.positions[i], inv_freq_.data(), half, &state_.rope_cos[size_t(i) * half],
+                         &state_.rope_sin[size_t(i) * half]);
   }
-  for (const auto& r : runs) cache.set_length(r.slot, b.positions[r.end - 1] + 1);
+}
 
-  // Final norm and LM head, only for the rows whose logits are wanted.
-  const int m = static_cast<int>(b.logit_rows.size());
-  if (m == 0) return;
-  for (int j = 0; j < m; ++j)
-    kernels::rmsnorm(&x_[size_t(b.logit_rows[j]) * d], output_norm_.data(), d, c_.norm_eps,
-                     &xn_[size_t(j) * d]);
-  if (output_ranges_.empty()) {
-    kernels::matmul(W.output, xn_.data(), m, logits, pool_);
-    return;
+// x += attention(rmsnorm(x)) Wo, each row attending to its slot's cache.
+void Transformer::attention_block(int l, const PassRows& p, KVCache& cache) {
+  const auto& L = model_.weights().layers[l];
+  ForwardState& s = state_;
+  normalize(layer_f32_[l].attn_norm, p.n);
+  {  // Q, K and V in one parallel region, the input quantized once.
+    const TensorView* w[] = {&L.wq, &L.wk, &L.wv};
+    float* y[] = {s.q.data(), s.k.data(), s.v.data()};
+    kernels_->matmul_multi(w, 3, s.xn.data(), p.n, y);
   }
+  rotate_and_cache(l, p, cache);
+  const size_t q_dim = size_t(c_.n_heads) * c_.head_dim;
+  for (const SlotRun& r : s.runs)
+    kernels_->attention(&s.q[r.begin * q_dim], r.end - r.begin, &p.positions[r.begin],
+                        cache.view(r.slot, l), attention_shape_, &s.attn[r.begin * q_dim]);
+  kernels_->matmul(L.wo, s.attn.data(), p.n, s.out.data());
+  add_block_output(p.n);
+}
+
+// Each row's Q, K and V biases (Qwen2), the rotation of Q and K, and K and V
+// into the cache, where the attention reads them.
+void Transformer::rotate_and_cache(int l, const PassRows& p, KVCache& cache) {
+  const LayerF32& F = layer_f32_[l];
+  ForwardState& s = state_;
+  const int hd = c_.head_dim, half = hd / 2;
+  const int q_dim = c_.n_heads * hd, kv_dim = c_.n_kv_heads * hd;
+  for (int i = 0; i < p.n; ++i) {
+    float* q = &s.q[size_t(i) * q_dim];
+    float* k = &s.k[size_t(i) * kv_dim];
+    float* v = &s.v[size_t(i) * kv_dim];
+    if (!F.bq.empty()) {
+      kernels_->add_inplace(q, F.bq.data(), q_dim);
+      kernels_->add_inplace(k, F.bk.data(), kv_dim);
+      kernels_->add_inplace(v, F.bv.data(), kv_dim);
+    }
+    const float* cos = &s.rope_cos[size_t(i) * half];
+    const float* sin = &s.rope_sin[size_t(i) * half];
+    kernels_->rope(q, c_.n_heads, hd, cos, sin, c_.rope_style);
+    kernels_->rope(k, c_.n_kv_heads, hd, cos, sin, c_.rope_style);
+    cache.store(p.slots[i], l, p.positions[i], k, v);
+  }
+}
+
+// x += (silu(rmsnorm(x) Wgate) * rmsnorm(x) Wup) Wdown (SwiGLU).
+void Transformer::ffn_block(int l, int n) {
+  const auto& L = model_.weights().layers[l];
+  ForwardState& s = state_;
+  normalize(layer_f32_[l].ffn_norm, n);
+  {
+    const TensorView* w[] = {&L.w_gate, &L.w_up};
+    float* y[] = {s.gate.data(), s.up.data()};
+    kernels_->matmul_multi(w, 2, s.xn.data(), n, y);
+  }
+  // The positions' gate, up and hidden rows are contiguous: one element-wise
+  // pass over all of them, shared by the threads.
+  pool_.parallel_for(
+      int64_t{n} * c_.d_ff,
+      [this](int64_t b0, int64_t b1, int) {
+        kernels_->swiglu(&state_.gate[b0], &state_.up[b0], static_cast<int>(b1 - b0),
+                         &state_.hidden[b0]);
+      },
+      64);
+  kernels_->matmul(L.w_down, s.hidden.data(), n, s.out.data());
+  add_block_output(n);
+}
+
+// Final norm and LM head for the batch's wanted rows that lie in this pass, each
+// written at its place in the output order; consecutive ones share a matmul.
+void Transformer::head(const ForwardBatch& b, const PassRows& p, float* logits) {
+  const auto& rows = b.logit_rows;
+  const int m = static_cast<int>(rows.size()), d = c_.d_model;
+  auto in_pass = [&](int j) { return rows[j] >= p.begin && rows[j] < p.begin + p.n; };
+  for (int j = 0; j < m;) {
+    if (!in_pass(j)) {
+      ++j;
+      continue;
+    }
+    int count = 0;  // normalised rows in xn; a row may be wanted twice, so at most max_tokens
+    for (; j + count < m && count < state_.max_tokens && in_pass(j + count); ++count)
+      kernels_->rmsnorm(&state_.x[size_t(rows[j + count] - p.begin) * d], output_norm_.data(), d,
+                        c_.norm_eps, &state_.xn[size_t(count) * d]);
+    lm_head(count, logits + size_t(j) * vocab_size());
+    j += count;
+  }
+}
+
+// Logits of the first `rows` rows of xn: the whole vocabulary, or the output
+// ranges (written in place, row stride vocab_size) and -infinity elsewhere.
+void Transformer::lm_head(int rows, float* logits) {
+  if (output_ranges_.empty())
+    return kernels_->matmul(model_.weights().output, state_.xn.data(), rows, logits);
   const int V = vocab_size();
-  std::fill(logits, logits + size_t(m) * V, -std::numeric_limits<float>::infinity());
-  for (auto [begin, end] : output_ranges_) {
-    const TensorView part = kernels::row_range(W.output, begin, end);
-    resize_scratch(range_logits_, size_t(m) * (end - begin));
-    kernels::matmul(part, xn_.data(), m, range_logits_.data(), pool_);
-    for (int j = 0; j < m; ++j)
-      std::copy_n(&range_logits_[size_t(j) * (end - begin)], end - begin,
-                  logits + size_t(j) * V + begin);
-  }
+  std::fill(logits, logits + size_t(rows) * V, -std::numeric_limits<float>::infinity());
+  for (size_t i = 0; i < output_ranges_.size(); ++i)
+    kernels_->matmul_strided(output_parts_[i], state_.xn.data(), rows,
+                             logits + output_ranges_[i].first, V);
+}
+
+// xn = rmsnorm(x) * weights, rows [0, n).
+void Transformer::normalize(const std::vector<float>& weights, int n) {
+  const int d = c_.d_model;
+  for (int i = 0; i < n; ++i)
+    kernels_->rmsnorm(&state_.x[size_t(i) * d], weights.data(), d, c_.norm_eps,
+                      &state_.xn[size_t(i) * d]);
+}
+
+// x += out, rows [0, n).
+void Transformer::add_block_output(int n) {
+  const int d = c_.d_model;
+  for (int i = 0; i < n; ++i)
+    kernels_->add_inplace(&state_.x[size_t(i) * d], &state_.out[size_t(i) * d], d);
 }
 
 void Transformer::restrict_output(std::vector<std::pair<int, int>> ranges) {
@@ -191,6 +256,9 @@ void Transformer::restrict_output(std::vector<std::pair<int, int>> ranges) {
     check(0 <= b && b < e && e <= vocab_size(), "output range [{}, {}) outside the vocabulary {}",
           b, e, vocab_size());
   output_ranges_ = std::move(ranges);
+  output_parts_.clear();
+  for (auto [b, e] : output_ranges_)
+    output_parts_.push_back(kernels::row_range(model_.weights().output, b, e));
 }
 
 }  // namespace tandem

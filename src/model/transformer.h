@@ -3,11 +3,14 @@
 // decode and the K+1-position verification of speculative decoding: each token
 // appends its K/V at (slot, position) and attends causally to its slot's cache.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "cache/kv_cache.h"
 #include "core/aligned.h"
 #include "core/thread_pool.h"
+#include "kernels/kernels.h"
+#include "model/forward_state.h"
 #include "model/model.h"
 
 namespace tandem {
@@ -26,16 +29,26 @@ struct ForwardBatch {
 
 class Transformer {
  public:
-  // The model must outlive the transformer. Scratch buffers grow with the largest batch seen.
-  Transformer(const Model& model, ThreadPool& pool);
+  // Positions per pass unless the owner asks for more: the engine's default
+  // prefill chunk, and room for verifying several requests' drafts at once.
+  static constexpr int kDefaultMaxTokens = 512;
+
+  // The model must outlive the transformer. Allocates everything a pass of up to
+  // max_tokens positions needs, and chooses the kernels the model was loaded for
+  // (Model::kernel_config).
+  Transformer(const Model& model, ThreadPool& pool, int max_tokens = kDefaultMaxTokens);
 
   // Runs the batch through every layer, writing K/V into `cache` and advancing each
-  // slot's length; writes batch.logit_rows.size() rows of vocab_size logits.
+  // slot's length; writes batch.logit_rows.size() rows of vocab_size logits. A batch
+  // of more than max_tokens positions runs in passes of max_tokens, with the same
+  // results (a position's do not depend on the positions that share its pass).
   void forward(const ForwardBatch& batch, KVCache& cache, float* logits);
 
   const Model& model() const { return model_; }
   int vocab_size() const { return model_.config().vocab_size; }
+  int max_tokens() const { return state_.max_tokens; }
   KVCacheShape cache_shape() const;
+  const kernels::Kernels& kernels() const { return *kernels_; }
 
   // Compute logits only for token ids in these [begin, end) ranges; the others
   // get -infinity (their probability is zero). A draft model restricted to the
@@ -45,24 +58,41 @@ class Transformer {
   void restrict_output(std::vector<std::pair<int, int>> ranges);
 
  private:
-  void ensure_scratch(int n_tokens);
+  // Rows [begin, begin + n) of a batch: the positions of one pass.
+  struct PassRows {
+    const int* tokens;
+    const int* positions;
+    const int* slots;
+    int begin, n;
+  };
+
   void validate(const ForwardBatch& batch, KVCache& cache) const;
+  void reserve_cache(const ForwardBatch& batch, KVCache& cache) const;
+  void advance_cache(const ForwardBatch& batch, KVCache& cache) const;
+  void run_pass(const ForwardBatch& batch, const PassRows& p, KVCache& cache, float* logits);
+  void find_runs(const PassRows& p);
+  void embed(const PassRows& p);
+  void attention_block(int layer, const PassRows& p, KVCache& cache);
+  void rotate_and_cache(int layer, const PassRows& p, KVCache& cache);
+  void ffn_block(int layer, int n);
+  void head(const ForwardBatch& batch, const PassRows& p, float* logits);
+  void lm_head(int rows, float* logits);
+  void normalize(const std::vector<float>& weights, int n);
+  void add_block_output(int n);
 
   const Model& model_;
   const ModelConfig& c_;
   ThreadPool& pool_;
+  ForwardState state_;
+  std::unique_ptr<kernels::Kernels> kernels_;  // with their scratch for the same passes
+  kernels::AttentionShape attention_shape_;
   std::vector<float> inv_freq_;
-  std::vector<float> rope_cos_, rope_sin_;  // per position of the batch: rope_angles
   // Norm weights and biases as F32 (files may store them as F16/BF16).
   struct LayerF32 { std::vector<float> attn_norm, ffn_norm, bq, bk, bv; };
   std::vector<LayerF32> layer_f32_;
   std::vector<float> output_norm_;
   std::vector<std::pair<int, int>> output_ranges_;  // empty: all of the vocabulary
-  AlignedVector<float> range_logits_;               // scratch for restricted outputs
-  // Scratch, (n_tokens, width) row-major, cache-line aligned so that the
-  // kernels' vector loads and stores of a row do not straddle two lines.
-  int scratch_tokens_ = 0;
-  AlignedVector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_, out_;
+  std::vector<TensorView> output_parts_;             // the LM head's rows of each range
 };
 
 }  // namespace tandem

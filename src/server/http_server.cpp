@@ -22,6 +22,7 @@
 #include "server/request_channel.h"
 #include "server/sse.h"
 #include "server/timed_connection_server.h"
+#include "server/web_page.h"
 
 namespace tandem::server {
 namespace {
@@ -122,6 +123,7 @@ struct HttpServer::Impl {
     bool include_usage = false;
     int id = -1;
     bool role_sent = false, ended = false;
+    size_t text_offset = 0;  // completions' logprobs.text_offset so far
   };
 
   void setup_routes();
@@ -189,7 +191,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
                                          Endpoint ep) {
   std::shared_ptr<Ticket> ticket;
   auto channel = std::make_shared<RequestChannel>();
-  bool stream = false, include_usage = false;
+  bool stream = false, include_usage = false, logprobs = false;
   int id = -1;
   try {
     ticket = admit();
@@ -202,7 +204,8 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     Request r = builder.build(p);
     stream = p.stream;
     include_usage = p.include_usage;
-    r.on_text = [channel](const std::string& s) { channel->push_text(s); };
+    logprobs = r.params.logprobs >= 0;
+    r.on_token = [channel](const TokenOutput& t) { channel->push(t); };
     r.on_finish = [channel](const RequestResult& result) { channel->finish(result); };
     AsyncEngine::Submit outcome;
     try {
@@ -223,7 +226,9 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     return;
   }
 
-  const ResponseMeta meta = make_meta(ep, opt.model_name);
+  ResponseMeta meta = make_meta(ep, opt.model_name);
+  meta.logprobs = logprobs;
+  meta.tokenizer = model.tokenizer();
   ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   if (!stream) {
     respond_when_done(res, *channel, watch, meta, id);
@@ -278,7 +283,9 @@ bool HttpServer::Impl::pump_stream(Stream& st, httplib::DataSink& sink) {
     if (!send(role_chunk(st.meta, st.include_usage))) return gone();
   }
   const RequestChannel::News news = st.channel->wait(kPollInterval);
-  if (!news.text.empty() && !send(text_chunk(st.meta, news.text, st.include_usage))) return gone();
+  const bool news_to_send = !news.text.empty() || (st.meta.logprobs && !news.tokens.empty());
+  if (news_to_send && !send(text_chunk(st.meta, news, st.include_usage, &st.text_offset)))
+    return gone();
   if (news.finished) {
     st.ended = true;
     const RequestResult& r = st.channel->result();
@@ -308,6 +315,11 @@ json HttpServer::Impl::models_json() const {
 }
 
 void HttpServer::Impl::setup_routes() {
+  // The web page: chat with streaming, speculation shown token by token.
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    const std::string_view page = web_page_html();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     handle_generation(req, res, Endpoint::Completions);
   });

@@ -1,6 +1,7 @@
 // tandem's OpenAI-compatible HTTP server (cpp-httplib underneath):
 //   POST /v1/completions, POST /v1/chat/completions  (streamed as SSE with "stream": true)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+//   GET  /  the web page (web_page.h)
 // Every request is served by its own HTTP thread, which waits on the request's
 // RequestChannel while the AsyncEngine's thread generates; a client that goes
 // away has its request cancelled (its KV blocks are freed at the next step).

@@ -8,11 +8,14 @@
 
 #include "io/json_text.h"
 #include "server/api_error.h"
+#include "structured/json_schema.h"
 
 namespace tandem::server {
 namespace {
 
-using json = nlohmann::json;
+// Ordered, so that a response_format schema keeps its properties in the order
+// the client wrote them (constrained output follows that order).
+using json = nlohmann::ordered_json;
 
 const char* type_name(const json& v) {
   if (v.is_string()) return "a string";
@@ -249,21 +252,103 @@ void parse_sampling(const Fields& f, ParsedRequest& r) {
   if (auto seed = f.integer("seed")) r.seed = static_cast<uint64_t>(*seed);
 }
 
+void parse_response_format(const Fields& f, ParsedRequest& r) {
+  const json* rf = f.get("response_format");
+  if (!rf) return;
+  if (!rf->is_object())
+    invalid_request("response_format",
+                    fmt::format("'response_format' must be an object, got {}", type_name(*rf)),
+                    "invalid_type");
+  const json* t = Fields(*rf).get("type");
+  if (!t || !t->is_string())
+    invalid_request("response_format",
+                    t ? "'response_format.type' must be a string" : "'response_format.type' is missing",
+                    t ? "invalid_type" : "missing_required_parameter");
+  const std::optional<std::string> type = t->get<std::string>();
+  ResponseFormat& out = r.response_format;
+  if (*type == "text") return;
+  if (*type == "json_object") {
+    out.kind = ResponseFormat::Kind::JsonObject;
+    out.grammar = structured::any_json_object_grammar();
+    return;
+  }
+  if (*type != "json_schema")
+    unsupported("response_format",
+                fmt::format("response_format type '{}' (supported: text, json_object, "
+                            "json_schema)",
+                            *type));
+  out.kind = ResponseFormat::Kind::JsonSchema;
+  auto it = rf->find("json_schema");
+  if (it == rf->end() || !it->is_object())
+    invalid_request("response_format",
+                    "'response_format.json_schema' must be an object with the 'schema'",
+                    it == rf->end() ? "missing_required_parameter" : "invalid_type");
+  const Fields js(*it);
+  const json* name = js.get("name");
+  const json* strict = js.get("strict");
+  if ((name && !name->is_string()) || (strict && !strict->is_boolean()))
+    invalid_request("response_format",
+                    "'response_format.json_schema.name' must be a string and 'strict' a boolean",
+                    "invalid_type");
+  out.name = name ? name->get<std::string>() : "";
+  out.strict = strict && strict->get<bool>();
+  const json* schema = js.get("schema");
+  if (!schema)
+    invalid_request("response_format", "'response_format.json_schema.schema' is missing",
+                    "missing_required_parameter");
+  if (!schema->is_object() && !schema->is_boolean())
+    invalid_request("response_format",
+                    fmt::format("'response_format.json_schema.schema' must be a JSON schema "
+                                "(an object), got {}",
+                                type_name(*schema)),
+                    "invalid_type");
+  try {
+    out.grammar = structured::compile_json_schema(*schema);
+  } catch (const structured::SchemaError& e) {
+    invalid_request("response_format",
+                    fmt::format("response_format.json_schema.schema: {}", e.what()),
+                    "unsupported_schema");
+  }
+}
+
+void parse_logprobs(const Fields& f, Endpoint ep, ParsedRequest& r) {
+  LogprobsRequest& lp = r.logprobs;
+  if (ep == Endpoint::ChatCompletions) {
+    lp.enabled = f.boolean("logprobs").value_or(false);
+    if (auto t = f.integer("top_logprobs")) {
+      lp.top = checked_int(*t, "top_logprobs", 0, kMaxChatTopLogprobs);
+      if (lp.top > 0 && !lp.enabled)
+        invalid_request("top_logprobs", "'top_logprobs' requires 'logprobs': true",
+                        "invalid_value");
+    }
+    return;
+  }
+  // Completions: an integer, the alternatives per position (0: the chosen token only).
+  if (const json* v = f.get("logprobs"); v && v->is_boolean())
+    invalid_request("logprobs",
+                    "'logprobs' on /v1/completions is the number of alternatives per position "
+                    "(an integer 0-5)",
+                    "invalid_type");
+  if (auto n = f.integer("logprobs")) {
+    lp.enabled = true;
+    lp.top = checked_int(*n, "logprobs", 0, kMaxCompletionLogprobs);
+  }
+  if (auto t = f.integer("top_logprobs"); t && *t != 0)
+    unsupported("top_logprobs", "'top_logprobs' on /v1/completions (send 'logprobs': N)");
+}
+
 // OpenAI options with no tandem equivalent: refused unless set to their neutral value.
-void refuse_unsupported(const Fields& f, Endpoint ep) {
-  if (auto n = f.integer("n"); n && *n != 1)
-    unsupported("n", fmt::format("n = {} (several choices per request; send n requests)", *n));
+void refuse_unsupported(const Fields& f, Endpoint ep, ParsedRequest& r) {
+  if (auto n = f.integer("n")) {
+    r.n = checked_int(*n, "n", 1, 128);
+    if (r.n != 1)
+      unsupported("n", fmt::format("n = {} (several choices per request; send n requests)", *n));
+  }
   if (auto b = f.integer("best_of"); b && *b != 1) unsupported("best_of", "best_of > 1");
   if (f.boolean("echo").value_or(false)) unsupported("echo", "echo");
   for (const char* name : {"presence_penalty", "frequency_penalty"})
     if (auto p = f.number(name); p && *p != 0)
       unsupported(name, fmt::format("'{}' (use the 'repetition_penalty' extension)", name));
-  if (const json* lp = f.get("logprobs")) {
-    const bool on =
-        lp->is_boolean() ? lp->get<bool>() : !(lp->is_number() && lp->get<double>() == 0);
-    if (on) unsupported("logprobs", "logprobs");
-  }
-  if (auto t = f.integer("top_logprobs"); t && *t != 0) unsupported("top_logprobs", "top_logprobs");
   if (const json* b = f.get("logit_bias"); b && !b->empty())
     unsupported("logit_bias", "logit_bias");
   if (auto s = f.string("suffix"); s && !s->empty()) unsupported("suffix", "suffix");
@@ -273,14 +358,19 @@ void refuse_unsupported(const Fields& f, Endpoint ep) {
   for (const char* name : {"tool_choice", "function_call"})
     if (const json* t = f.get(name); t && !(t->is_string() && (*t == "none" || *t == "auto")))
       unsupported(name, fmt::format("'{}' (tool calling)", name));
-  if (const json* rf = f.get("response_format")) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      unsupported("response_format", "a response_format other than {\"type\": \"text\"}");
-  }
   if (ep == Endpoint::ChatCompletions && f.get("audio")) unsupported("audio", "audio output");
 }
 
 }  // namespace
+
+const char* ResponseFormat::kind_name(Kind k) {
+  switch (k) {
+    case Kind::Text: return "text";
+    case Kind::JsonObject: return "json_object";
+    case Kind::JsonSchema: return "json_schema";
+  }
+  return "?";
+}
 
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
   std::string error;
@@ -308,7 +398,9 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
       r.max_tokens = checked_int(*n, "max_completion_tokens", 1, max_int);
   parse_sampling(f, r);
   parse_stop(f, r);
-  refuse_unsupported(f, endpoint);
+  refuse_unsupported(f, endpoint, r);
+  parse_logprobs(f, endpoint, r);
+  parse_response_format(f, r);
   r.ignore_eos = f.boolean("ignore_eos").value_or(false);
   r.speculate = f.boolean("speculate").value_or(true);
   r.stream = f.boolean("stream").value_or(false);

@@ -4,12 +4,14 @@
 // Fields tandem does not know are ignored, as OpenAI-compatible servers do.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "structured/grammar.h"
 #include "tokenizer/chat_template.h"
 
 namespace tandem::server {
@@ -25,6 +27,30 @@ constexpr int kDefaultCompletionMaxTokens = 16;
 constexpr int kMaxStopStrings = 16;
 // Streaming holds back as much text as the longest stop string could span.
 constexpr size_t kMaxStopStringBytes = 1024;
+// The most alternatives per position: chat's top_logprobs and completions' logprobs.
+constexpr int kMaxChatTopLogprobs = 20;
+constexpr int kMaxCompletionLogprobs = 5;
+
+// response_format: free text, any JSON object, or JSON that a schema describes.
+struct ResponseFormat {
+  enum class Kind { Text, JsonObject, JsonSchema };
+  Kind kind = Kind::Text;
+  std::string name;     // json_schema.name
+  bool strict = false;  // json_schema.strict (the schema is enforced either way)
+  // The compiled constraint (JsonObject and JsonSchema): compiled while the
+  // request is parsed, so that an unsupported schema is a 400 naming the field.
+  std::shared_ptr<const structured::Grammar> grammar;
+
+  static const char* kind_name(Kind k);
+};
+
+// logprobs: the log-probability of each emitted token, and of the `top` most
+// likely tokens at each position (chat: logprobs + top_logprobs; completions:
+// logprobs = top).
+struct LogprobsRequest {
+  bool enabled = false;
+  int top = 0;
+};
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::Completions;
@@ -40,10 +66,14 @@ struct ParsedRequest {
   bool speculate = true;    // extension: false opts this request out of speculative decoding
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int n = 1;                   // choices per request (more than one is refused)
+  ResponseFormat response_format;
+  LogprobsRequest logprobs;
 };
 
 // Throws ApiError (400) for invalid JSON, a field of the wrong type or range, or
-// an unsupported option such as n > 1.
+// an unsupported option such as n > 1 or a JSON schema feature tandem cannot
+// generate for.
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint);
 
 }  // namespace tandem::server

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <random>
 
+#include "tokenizer/tokenizer.h"
+
 namespace tandem::server {
 namespace {
 
@@ -23,18 +25,68 @@ json chunk_base(const ResponseMeta& meta, bool include_usage) {
   return j;
 }
 
-json chunk_choice(const ResponseMeta& meta, json delta_or_text, json finish_reason) {
+json chunk_choice(const ResponseMeta& meta, json delta_or_text, json finish_reason,
+                  json logprobs = nullptr) {
   json c = {{"index", 0}};
   if (is_chat(meta))
     c["delta"] = std::move(delta_or_text);
   else
     c["text"] = std::move(delta_or_text);
-  c["logprobs"] = nullptr;
+  c["logprobs"] = std::move(logprobs);
   c["finish_reason"] = std::move(finish_reason);
   return c;
 }
 
+// A token as the API spells it: its bytes as text (an incomplete UTF-8
+// character shows as U+FFFD when dumped), and the bytes themselves.
+std::string token_text(const ResponseMeta& meta, int id) {
+  return meta.tokenizer ? meta.tokenizer->token_bytes(id) : std::to_string(id);
+}
+json token_bytes_json(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(c);
+  return bytes;
+}
+json chat_token_json(const ResponseMeta& meta, const TokenLogprob& t) {
+  const std::string text = token_text(meta, t.token);
+  return {{"token", text}, {"logprob", t.logprob}, {"bytes", token_bytes_json(text)}};
+}
+
 }  // namespace
+
+json logprobs_json(const ResponseMeta& meta, const std::vector<int>& ids,
+                   const std::vector<const TokenLogprobs*>& logprobs, size_t* text_offset) {
+  if (is_chat(meta)) {
+    json content = json::array();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (!logprobs[i]) continue;
+      json entry = chat_token_json(meta, logprobs[i]->chosen);
+      entry["top_logprobs"] = json::array();
+      for (const TokenLogprob& t : logprobs[i]->top)
+        entry["top_logprobs"].push_back(chat_token_json(meta, t));
+      content.push_back(std::move(entry));
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!logprobs[i]) continue;
+    const std::string text = token_text(meta, ids[i]);
+    tokens.push_back(text);
+    token_logprobs.push_back(logprobs[i]->chosen.logprob);
+    json alternatives = json::object();
+    for (const TokenLogprob& t : logprobs[i]->top)
+      alternatives[token_text(meta, t.token)] = t.logprob;
+    top.push_back(std::move(alternatives));
+    offsets.push_back(*text_offset);
+    *text_offset += text.size();
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
+}
 
 ResponseMeta make_meta(Endpoint endpoint, const std::string& model) {
   // Unique within the process and unlikely to repeat across restarts.
@@ -59,6 +111,8 @@ json usage_json(const RequestResult& r) {
 }
 
 json tandem_stats_json(const RequestStats& s) {
+  // The first generated token comes from the prefill; decoding produced the rest.
+  const int decoded = s.n_generated > 0 ? s.n_generated - 1 : 0;
   return {{"acceptance_rate", s.acceptance_rate()},
           {"drafted", s.drafted},
           {"accepted", s.accepted},
@@ -66,7 +120,8 @@ json tandem_stats_json(const RequestStats& s) {
           {"rounds", s.rounds},
           {"spec_rounds", s.spec_rounds},
           {"prefill_ms", s.prefill_ms},
-          {"decode_ms", s.decode_ms}};
+          {"decode_ms", s.decode_ms},
+          {"decode_tok_per_s", s.decode_ms > 0 ? decoded * 1000.0 / s.decode_ms : 0.0}};
 }
 
 json completion_json(const ResponseMeta& meta, const RequestResult& r) {
@@ -76,6 +131,13 @@ json completion_json(const ResponseMeta& meta, const RequestResult& r) {
   else
     choice["text"] = r.text;
   choice["logprobs"] = nullptr;
+  if (meta.logprobs) {
+    std::vector<const TokenLogprobs*> lp;
+    for (size_t i = 0; i < r.tokens.size(); ++i)
+      lp.push_back(i < r.logprobs.size() ? &r.logprobs[i] : nullptr);
+    size_t offset = 0;
+    choice["logprobs"] = logprobs_json(meta, r.tokens, lp, &offset);
+  }
   choice["finish_reason"] = r.finish_reason;
   return {{"id", meta.id},
           {"object", is_chat(meta) ? "chat.completion" : "text_completion"},
@@ -93,10 +155,27 @@ json role_chunk(const ResponseMeta& meta, bool include_usage) {
   return j;
 }
 
-json text_chunk(const ResponseMeta& meta, const std::string& text, bool include_usage) {
+json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news, bool include_usage,
+                size_t* text_offset) {
   json j = chunk_base(meta, include_usage);
-  json body = is_chat(meta) ? json{{"content", text}} : json(text);
-  j["choices"] = json::array({chunk_choice(meta, std::move(body), nullptr)});
+  json body = is_chat(meta) ? json{{"content", news.text}} : json(news.text);
+  json logprobs = nullptr;
+  if (meta.logprobs) {
+    std::vector<int> ids;
+    std::vector<const TokenLogprobs*> lp;
+    for (const StreamedToken& t : news.tokens) {
+      ids.push_back(t.id);
+      lp.push_back(t.logprobs ? &*t.logprobs : nullptr);
+    }
+    logprobs = logprobs_json(meta, ids, lp, text_offset);
+  }
+  j["choices"] = json::array({chunk_choice(meta, std::move(body), nullptr, std::move(logprobs))});
+  json tokens = json::array();
+  for (const StreamedToken& t : news.tokens)
+    if (t.id >= 0 || !t.text.empty()) tokens.push_back({{"text", t.text}, {"draft", t.drafted}});
+  j["tandem"] = {{"tokens", std::move(tokens)},
+                 {"drafted", news.drafted},
+                 {"accepted", news.accepted}};
   return j;
 }
 

@@ -8,6 +8,11 @@
 
 #include "engine/request.h"
 #include "server/openai_request.h"
+#include "server/request_channel.h"
+
+namespace tandem {
+class Tokenizer;
+}
 
 namespace tandem::server {
 
@@ -17,13 +22,23 @@ struct ResponseMeta {
   std::string id;       // "cmpl-..." or "chatcmpl-..."
   int64_t created = 0;  // Unix seconds
   std::string model;
+  bool logprobs = false;                // the request asked for log-probabilities
+  const Tokenizer* tokenizer = nullptr;  // to spell the tokens they are reported for
 };
 
 ResponseMeta make_meta(Endpoint endpoint, const std::string& model);
 
+// Log-probabilities in the endpoint's shape, for `tokens` with theirs (ids
+// without any are skipped): chat's {"content": [{"token", "logprob", "bytes",
+// "top_logprobs"}]}, or completions' {"tokens", "token_logprobs",
+// "top_logprobs", "text_offset"}, whose offsets continue from *text_offset.
+nlohmann::json logprobs_json(const ResponseMeta& meta, const std::vector<int>& ids,
+                             const std::vector<const TokenLogprobs*>& logprobs,
+                             size_t* text_offset);
+
 // {"prompt_tokens", "completion_tokens", "total_tokens"}
 nlohmann::json usage_json(const RequestResult& r);
-// {"acceptance_rate", "drafted", "accepted", "tokens_per_round", ...}
+// {"acceptance_rate", "drafted", "accepted", "tokens_per_round", ..., "decode_tok_per_s"}
 nlohmann::json tandem_stats_json(const RequestStats& s);
 
 // The non-streamed response for a request that finished with "stop" or "length".
@@ -31,7 +46,11 @@ nlohmann::json completion_json(const ResponseMeta& meta, const RequestResult& r)
 
 // Streamed chunks. Chat streams open with a chunk whose delta carries the role.
 nlohmann::json role_chunk(const ResponseMeta& meta, bool include_usage);
-nlohmann::json text_chunk(const ResponseMeta& meta, const std::string& text, bool include_usage);
+// The text (and log-probabilities) of `news`, and the extension
+// "tandem": {"tokens": [{"text", "draft"}], "drafted", "accepted"}: each output's
+// text and whether it was an accepted draft, and the request's counts so far.
+nlohmann::json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news,
+                          bool include_usage, size_t* text_offset);
 // The last chunk with a choice: its finish_reason and the "tandem" figures.
 nlohmann::json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include_usage);
 // stream_options.include_usage: a final chunk with no choices and the usage.

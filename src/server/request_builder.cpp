@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "server/api_error.h"
+#include "structured/grammar_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::server {
@@ -26,6 +27,8 @@ RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits)
     chat_error_ = fmt::format("{}: the model has no tokenizer", model.path());
     return;
   }
+  vocab_ = structured::TokenVocabulary::from_tokenizer(*model.tokenizer(),
+                                                       model.config().vocab_size);
   try {
     family_ = detect_chat_template(model.chat_template());
   } catch (const Error& e) {
@@ -112,6 +115,19 @@ Request RequestBuilder::build(const ParsedRequest& p) const {
   r.params.stop_strings = p.stop;
   r.params.ignore_eos = p.ignore_eos;
   r.params.speculate = p.speculate;
+  r.params.logprobs = p.logprobs.enabled ? p.logprobs.top : -1;
+  if (p.response_format.grammar) {
+    if (!vocab_)
+      invalid_request("response_format",
+                      "structured outputs need the model's tokenizer, and this model has none",
+                      "unsupported_value");
+    // The document ends at an end-of-generation token, which ignore_eos would
+    // write into the output instead.
+    if (p.ignore_eos)
+      invalid_request("ignore_eos", "ignore_eos cannot be combined with a response_format",
+                      "invalid_value");
+    r.params.constraint = structured::GrammarConstraint::start(p.response_format.grammar, vocab_);
+  }
   try {
     r.params.sampling.validate();
   } catch (const Error& e) {

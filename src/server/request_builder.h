@@ -10,6 +10,7 @@
 
 #include "engine/request.h"
 #include "server/openai_request.h"
+#include "structured/token_vocabulary.h"
 
 namespace tandem {
 class Model;
@@ -43,6 +44,8 @@ class RequestBuilder {
   ServingLimits limits_;
   std::optional<ChatTemplateFamily> family_;
   std::string chat_error_;
+  // The model's vocabulary as constrained decoding sees it (null: no tokenizer).
+  std::shared_ptr<const structured::TokenVocabulary> vocab_;
 };
 
 }  // namespace tandem::server

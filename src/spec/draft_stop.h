@@ -8,10 +8,9 @@
 //    verdicts seen so far), times the acceptance expected of the next token;
 //  - against what that token costs (a draft step plus one more verified
 //    position) at the rate the engine currently makes tokens, or at plain
-//    decoding's rate where that is higher: measured against the recent rate
-//    alone, slow speculative rounds lowered the bar they were measured
-//    against, and a serving run at concurrency 4 (Qwen 1.5B with the 0.5B)
-//    drafted ever longer rounds, 0.73x plain decoding.
+//    decoding's rate where that is higher: slow speculative rounds must not
+//    lower the bar they are judged by (docs/decisions.md, "The draft stop's
+//    bar").
 // The rule decides per token, so a run of confident tokens is drafted long and a
 // doubtful one cut short: the best fixed K can only pick one length for both.
 #pragma once

@@ -1,19 +1,25 @@
-// A drafter proposes tokens that the target model then verifies. Two exist: a
-// smaller model of the same family (model_drafter.h) and prompt lookup over the
-// text so far (ngram_drafter.h). A third (say, the target with layers skipped)
+// A drafter proposes tokens that the target model then verifies. Three exist: a
+// smaller model of the same family (model_drafter.h), prompt lookup over the text
+// so far (ngram_drafter.h), and lookups in front of a draft model
+// (lookup_first_drafter.h). Another (say, the target with layers skipped)
 // implements this interface and nothing else changes.
+//
+// A drafter sees requests only through DraftContext. What the draft policy may
+// want to know of its costs, and what the scheduler must know of its KV cache,
+// are separate small interfaces (draft_hints.h) that a drafter offers or not.
 #pragma once
-#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "spec/draft_context.h"
 
 namespace tandem {
 
+class DraftCostHints;
+class DraftMemory;
 class DraftStop;
-class KVCache;
-class Sequence;
 
 struct Draft {
   std::vector<int> tokens;
@@ -43,45 +49,29 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
-  // Propose up to k[i] tokens continuing seqs[i]->tokens() into out[i] (fewer, even
+  // Propose up to k[i] tokens continuing reqs[i].tokens into out[i] (fewer, even
   // none, when the drafter has nothing good to offer or no room). Returns the
   // milliseconds of one steady-state draft step (one token per request, not a
-  // lazy prefill), or a negative value when this call had none to measure.
-  // A drafter that drafts step by step may stop a request early when `stop` (if
-  // given) says the next token is not worth drafting.
-  virtual double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+  // catch-up), or a negative value when this call had none to measure. A drafter
+  // that drafts step by step asks `stop` (if given) after each step whether a
+  // request's next token is worth drafting.
+  virtual double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                          std::vector<Draft>& out, const DraftStop* stop = nullptr) = 0;
-  // A round ended and the sequence's tokens changed: drop any state built on
-  // drafts that were rejected. `draft` (as verified) had its first `accepted`
+  // A round ended and req.tokens now holds what the target kept: drop any state
+  // built on rejected drafts. `draft` (as verified) had its first `accepted`
   // tokens accepted.
-  virtual void sync(const Sequence& seq, const Draft& draft, int accepted) {}
+  virtual void sync(const DraftContext& req, const Draft& draft, int accepted) {}
+  // The request left (finished, or preempted to be recomputed later): free what
+  // the drafter holds for it.
+  virtual void release(int request_id) {}
   // Proposals cost (almost) nothing, so the runner asks for the longest it may
-  // verify and then keeps only the part worth verifying. Otherwise it decides the
-  // lengths first and asks for exactly those.
+  // verify and the policy keeps only the part worth verifying. Otherwise the
+  // policy decides the lengths first and the drafter proposes exactly those.
   virtual bool free_proposals() const { return false; }
-  // Milliseconds that drafting for seq would first spend catching up: processing
-  // the tokens the drafter lacks beyond the last one (a draft model's lazy
-  // prefill of the prompt, or the text it missed while the request decoded
-  // plainly), at the rate measured on earlier catch-ups. 0 when there is nothing
-  // to catch up or no measurement yet.
-  virtual double catch_up_ms(const Sequence& seq) const { return 0; }
-  // The tokens that catch-up would process (0: none).
-  virtual int catch_up_tokens(const Sequence& seq) const { return 0; }
-  // Before its costs are measured, what a draft step and a catch-up token are
-  // assumed to cost relative to the target's own (0: no estimate).
-  virtual double relative_cost() const { return 0; }
-  // The sequence is finished: free what the drafter holds for it.
-  virtual void release(const Sequence& seq) {}
-  // KV cache room: the free positions its cache would consume to propose k tokens
-  // for seq (may allocate the sequence's slot), and the free positions it has.
-  // Drafters without a cache need none.
-  virtual int64_t positions_needed(const Sequence& seq, int k) { return 0; }
-  virtual int64_t free_positions() const { return INT64_MAX; }
-  // Its KV cache, for metrics; null when it has none.
-  virtual const KVCache* cache() const { return nullptr; }
-  // Whether each drafted token costs a model forward step (adaptive K uses the
-  // measured cost either way; a free drafter is still charged its real time).
-  virtual bool uses_model() const = 0;
+
+  // The optional interfaces of draft_hints.h; null where the drafter has none.
+  virtual const DraftCostHints* cost_hints() const { return nullptr; }
+  virtual DraftMemory* memory() { return nullptr; }
 };
 
 }  // namespace tandem

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "engine/sequence.h"
 
 namespace tandem {
 
@@ -13,8 +12,8 @@ LookupFirstDrafter::LookupFirstDrafter(std::unique_ptr<ModelDrafter> model, int 
   check(model_ != nullptr, "lookup-first drafting needs a draft model");
 }
 
-AcceptanceEstimate& LookupFirstDrafter::model_evidence(const Sequence& seq) {
-  return model_evidence_.try_emplace(seq.id(), 0.97).first->second;
+AcceptanceEstimate& LookupFirstDrafter::model_evidence(int request_id) {
+  return model_evidence_.try_emplace(request_id, 0.97).first->second;
 }
 
 int LookupFirstDrafter::lookup_length(double alpha, int k) {
@@ -25,38 +24,38 @@ int LookupFirstDrafter::lookup_length(double alpha, int k) {
   return std::clamp(n, 1, k);
 }
 
-double LookupFirstDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+double LookupFirstDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                                    std::vector<Draft>& out, const DraftStop* stop) {
   // Lookups first; the model drafts for the requests they do not serve.
-  lookup_.propose(seqs, k, lookups_);
+  lookup_.propose(reqs, k, lookups_);
   model_k_.assign(k.begin(), k.end());
-  for (size_t i = 0; i < seqs.size(); ++i) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
     Draft& l = lookups_[i];
-    if (l.tokens.empty() || l.alpha < model_evidence(*seqs[i]).alpha()) {
+    if (l.tokens.empty() || l.alpha < model_evidence(reqs[i].id).alpha()) {
       l.tokens.clear();
       continue;
     }
     l.tokens.resize(std::min<size_t>(l.tokens.size(), lookup_length(l.alpha, k[i])));
     model_k_[i] = 0;
   }
-  const double step_ms = model_->propose(seqs, model_k_, out, stop);
-  for (size_t i = 0; i < seqs.size(); ++i)
+  const double step_ms = model_->propose(reqs, model_k_, out, stop);
+  for (size_t i = 0; i < reqs.size(); ++i)
     if (!lookups_[i].tokens.empty()) std::swap(out[i], lookups_[i]);
   return step_ms;
 }
 
-void LookupFirstDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
+void LookupFirstDrafter::sync(const DraftContext& req, const Draft& draft, int accepted) {
   if (draft.tag > 0)
-    lookup_.sync(seq, draft, accepted);
+    lookup_.sync(req, draft, accepted);
   else if (!draft.tokens.empty())
-    model_evidence(seq).update(accepted, accepted < static_cast<int>(draft.tokens.size()));
-  model_->sync(seq, draft, accepted);
+    model_evidence(req.id).update(accepted, accepted < static_cast<int>(draft.tokens.size()));
+  model_->sync(req, draft, accepted);
 }
 
-void LookupFirstDrafter::release(const Sequence& seq) {
-  lookup_.release(seq);
-  model_evidence_.erase(seq.id());
-  model_->release(seq);
+void LookupFirstDrafter::release(int request_id) {
+  lookup_.release(request_id);
+  model_evidence_.erase(request_id);
+  model_->release(request_id);
 }
 
 }  // namespace tandem

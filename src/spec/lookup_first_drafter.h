@@ -23,19 +23,13 @@ class LookupFirstDrafter final : public Drafter {
   explicit LookupFirstDrafter(std::unique_ptr<ModelDrafter> model, int max_n = 4, int min_n = 2);
 
   std::string name() const override { return "lookup+" + model_->name(); }
-  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+  double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                  std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
-  void sync(const Sequence& seq, const Draft& draft, int accepted) override;
-  void release(const Sequence& seq) override;
-  bool uses_model() const override { return true; }
-  int64_t positions_needed(const Sequence& seq, int k) override {
-    return model_->positions_needed(seq, k);
-  }
-  int64_t free_positions() const override { return model_->free_positions(); }
-  const KVCache* cache() const override { return model_->cache(); }
-  double catch_up_ms(const Sequence& seq) const override { return model_->catch_up_ms(seq); }
-  int catch_up_tokens(const Sequence& seq) const override { return model_->catch_up_tokens(seq); }
-  double relative_cost() const override { return model_->relative_cost(); }
+  void sync(const DraftContext& req, const Draft& draft, int accepted) override;
+  void release(int request_id) override;
+  // The draft model's costs and cache are its own.
+  const DraftCostHints* cost_hints() const override { return model_->cost_hints(); }
+  DraftMemory* memory() override { return model_->memory(); }
 
   // The longest lookup worth verifying at acceptance alpha: the run is cut where
   // the chance that the target accepts all of it falls below kMinReach.
@@ -43,14 +37,14 @@ class LookupFirstDrafter final : public Drafter {
   static constexpr double kMinReach = 0.25;
 
  private:
-  AcceptanceEstimate& model_evidence(const Sequence& seq);
+  AcceptanceEstimate& model_evidence(int request_id);
 
   std::unique_ptr<ModelDrafter> model_;
   // The lookups, and their evidence per request and match length. It starts at
   // 0.8, above the model's starting estimate, so that lookups get tried; a few
   // rejections put them below it.
   NgramDrafter lookup_;
-  std::unordered_map<int, AcceptanceEstimate> model_evidence_;  // by sequence id
+  std::unordered_map<int, AcceptanceEstimate> model_evidence_;  // by request id
   std::vector<Draft> lookups_;  // this round's, reused
   std::vector<int> model_k_;
 };

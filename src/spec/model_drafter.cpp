@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
-#include "engine/sequence.h"
 #include "spec/draft_stop.h"
 #include "tokenizer/tokenizer.h"
 
@@ -77,34 +77,34 @@ ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& 
   relative_cost_ = bytes / static_cast<double>(target.weight_bytes_per_token());
 }
 
-int64_t ModelDrafter::positions_needed(const Sequence& seq, int k) {
-  SeqState* st = state_for(seq);
+int64_t ModelDrafter::positions_needed(const DraftContext& req, int k) {
+  SeqState* st = state_for(req.id);
   if (!st || k <= 0) return 0;
-  const int len = static_cast<int>(seq.tokens().size());
+  const int len = static_cast<int>(req.tokens.size());
   return cache_->positions_needed(st->slot, std::min(len + k - 1, n_ctx_));
 }
 
 ModelDrafter::~ModelDrafter() = default;
 
-int ModelDrafter::catch_up_tokens(const Sequence& seq) const {
-  auto it = states_.find(seq.id());
+int ModelDrafter::catch_up_tokens(const DraftContext& req) const {
+  auto it = states_.find(req.id);
   const size_t have = it == states_.end() ? 0 : it->second.cached.size();
-  const size_t len = seq.tokens().size();
+  const size_t len = req.tokens.size();
   return len > have + 1 ? static_cast<int>(len - have - 1) : 0;
 }
 
-double ModelDrafter::catch_up_ms(const Sequence& seq) const {
-  return catch_up_per_token_.ms() * catch_up_tokens(seq);
+double ModelDrafter::catch_up_ms(const DraftContext& req) const {
+  return catch_up_per_token_.ms() * catch_up_tokens(req);
 }
 
 std::string ModelDrafter::name() const { return "model:" + draft_.path(); }
 
-ModelDrafter::SeqState* ModelDrafter::state_for(const Sequence& seq) {
-  auto it = states_.find(seq.id());
+ModelDrafter::SeqState* ModelDrafter::state_for(int request_id) {
+  auto it = states_.find(request_id);
   if (it != states_.end()) return &it->second;
   int slot = cache_->allocate();
   if (slot < 0) return nullptr;
-  return &states_.emplace(seq.id(), SeqState{slot, {}}).first->second;
+  return &states_.emplace(request_id, SeqState{slot, {}}).first->second;
 }
 
 float ModelDrafter::softmax_prob(const float* logits, int token) const {
@@ -118,11 +118,17 @@ float ModelDrafter::softmax_prob(const float* logits, int token) const {
   return sum > 0 ? static_cast<float>(1 / sum) : 0.0f;
 }
 
-int ModelDrafter::choose(Sequence& seq, float* logits, const std::vector<int>& context,
-                         Draft& d, bool confident) {
+int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vector<int>& context,
+                         const TokenConstraint* constraint, Draft& d, bool confident) {
   const int V = tf_.vocab_size();
-  const auto& sp = seq.params().sampling;
+  const SamplingParams& sp = *req.sampling;
   apply_repetition_penalty(logits, V, context.data(), static_cast<int>(context.size()), sp);
+  if (constraint) {
+    // q is masked as the target's p is; where the constraint leaves none of the
+    // ids this draft may propose, the draft ends.
+    constraint->mask(logits, V);
+    if (logits[argmax(logits, V)] == -std::numeric_limits<float>::infinity()) return -1;
+  }
   if (sp.greedy()) {
     const int t = argmax(logits, V);
     if (confident) d.confidence.push_back(softmax_prob(logits, t));
@@ -130,33 +136,35 @@ int ModelDrafter::choose(Sequence& seq, float* logits, const std::vector<int>& c
   }
   d.q.emplace_back();
   d.q.back().compute(logits, V, sp);
-  const int t = d.q.back().sample(seq.rng());
+  const int t = d.q.back().sample(*req.rng);
   if (confident) d.confidence.push_back(d.q.back()[t]);
   return t;
 }
 
-double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                              std::vector<Draft>& out, const DraftStop* stop) {
   const int V = tf_.vocab_size();
-  out.resize(seqs.size());
+  out.resize(reqs.size());
   // Who drafts this round, and how many tokens at most (room in the draft cache).
   struct Job {
     size_t i;
     SeqState* st;
     int k;
     std::vector<int> context;  // tokens + drafts so far (the penalty's context)
+    std::unique_ptr<TokenConstraint> constraint;  // the request's, advanced through the drafts
   };
   std::vector<Job> jobs;
-  for (size_t i = 0; i < seqs.size(); ++i) {
+  for (size_t i = 0; i < reqs.size(); ++i) {
     out[i].clear();
     if (k[i] <= 0) continue;
-    SeqState* st = state_for(*seqs[i]);
+    SeqState* st = state_for(reqs[i].id);
     if (!st) continue;
-    const int len = static_cast<int>(seqs[i]->tokens().size());
+    const int len = static_cast<int>(reqs[i].tokens.size());
     // Drafting k tokens writes positions up to len + k - 2.
     const int room = std::min(k[i], n_ctx_ - len + 1);
     if (room <= 0) continue;
-    jobs.push_back({i, st, room, seqs[i]->tokens()});
+    jobs.push_back({i, st, room, {reqs[i].tokens.begin(), reqs[i].tokens.end()},
+                    reqs[i].constraint ? reqs[i].constraint->fork() : nullptr});
   }
   if (jobs.empty()) return -1;
 
@@ -165,13 +173,13 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
   ForwardBatch batch;
   int max_k = 0;
   for (auto& j : jobs) {
-    const auto& toks = seqs[j.i]->tokens();
+    const auto toks = reqs[j.i].tokens;
     // The last token must be fed to get logits, even if the cache already has it.
     int have = std::min(static_cast<int>(j.st->cached.size()), static_cast<int>(toks.size()) - 1);
     cache_->truncate_to(j.st->slot, have);
     batch.add_sequence(j.st->slot, toks.data() + have, static_cast<int>(toks.size()) - have, have,
                        false, true);
-    j.st->cached = toks;
+    j.st->cached.assign(toks.begin(), toks.end());
     max_k = std::max(max_k, j.k);
   }
   // Steady-state step time: steps that feed one token per request, or two in a
@@ -208,10 +216,15 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
     int row = 0;
     for (auto& j : jobs) {
       if (j.k <= step) continue;
-      int t = choose(*seqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context, out[j.i],
-                     stop != nullptr);
+      const int t = choose(reqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context,
+                           j.constraint.get(), out[j.i], stop != nullptr);
+      if (t < 0) {
+        j.k = step;  // nothing it may propose keeps to the constraint
+        continue;
+      }
       out[j.i].tokens.push_back(t);
       j.context.push_back(t);
+      if (j.constraint) j.constraint->advance(t);
       if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, out[j.i])) j.k = step + 1;
     }
     if (steady) {
@@ -223,11 +236,11 @@ double ModelDrafter::propose(const std::vector<Sequence*>& seqs, const std::vect
   return steady_steps ? steady_ms / steady_steps : -1;
 }
 
-void ModelDrafter::sync(const Sequence& seq, const Draft&, int) {
-  auto it = states_.find(seq.id());
+void ModelDrafter::sync(const DraftContext& req, const Draft&, int) {
+  auto it = states_.find(req.id);
   if (it == states_.end()) return;
   auto& st = it->second;
-  const auto& toks = seq.tokens();
+  const auto toks = req.tokens;
   size_t common = 0;
   while (common < st.cached.size() && common < toks.size() && st.cached[common] == toks[common])
     ++common;
@@ -235,8 +248,8 @@ void ModelDrafter::sync(const Sequence& seq, const Draft&, int) {
   cache_->truncate_to(st.slot, static_cast<int>(common));
 }
 
-void ModelDrafter::release(const Sequence& seq) {
-  auto it = states_.find(seq.id());
+void ModelDrafter::release(int request_id) {
+  auto it = states_.find(request_id);
   if (it == states_.end()) return;
   cache_->free(it->second.slot);
   states_.erase(it);

@@ -13,11 +13,12 @@
 #include "model/model.h"
 #include "model/transformer.h"
 #include "spec/adaptive_k.h"
+#include "spec/draft_hints.h"
 #include "spec/drafter.h"
 
 namespace tandem {
 
-class ModelDrafter final : public Drafter {
+class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMemory {
  public:
   // Throws tandem::Error when the draft cannot stand in for the target: a
   // different vocabulary size or different special-token ids.
@@ -31,19 +32,24 @@ class ModelDrafter final : public Drafter {
   ~ModelDrafter() override;
 
   std::string name() const override;
-  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+  double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                  std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
-  void sync(const Sequence& seq, const Draft& draft, int accepted) override;
-  void release(const Sequence& seq) override;
-  double catch_up_ms(const Sequence& seq) const override;
-  int catch_up_tokens(const Sequence& seq) const override;
-  // The bytes of weights a draft step streams over the target's (output
-  // restricted to its vocabulary share).
+  void sync(const DraftContext& req, const Draft& draft, int accepted) override;
+  void release(int request_id) override;
+  const DraftCostHints* cost_hints() const override { return this; }
+  DraftMemory* memory() override { return this; }
+
+  // DraftCostHints: catch-up at the measured rate; the relative cost is the
+  // bytes of weights a draft step streams over the target's (output restricted
+  // to its vocabulary share).
+  int catch_up_tokens(const DraftContext& req) const override;
+  double catch_up_ms(const DraftContext& req) const override;
   double relative_cost() const override { return relative_cost_; }
-  bool uses_model() const override { return true; }
-  int64_t positions_needed(const Sequence& seq, int k) override;
+
+  // DraftMemory.
+  int64_t positions_needed(const DraftContext& req, int k) override;
   int64_t free_positions() const override { return cache_->free_positions(); }
-  const KVCache* cache() const override { return cache_.get(); }
+  const KVCache& cache() const override { return *cache_; }
 
   const Model& model() const { return draft_; }
   int n_ctx() const { return n_ctx_; }
@@ -53,11 +59,12 @@ class ModelDrafter final : public Drafter {
     int slot = -1;
     std::vector<int> cached;  // the tokens whose K/V the slot holds, in order
   };
-  SeqState* state_for(const Sequence& seq);  // allocates a slot; null when none is free
-  // Turn one row of draft logits into the next draft token for seq (and its q,
-  // and with `confident` its confidence).
-  int choose(Sequence& seq, float* logits, const std::vector<int>& context, Draft& d,
-             bool confident);
+  SeqState* state_for(int request_id);  // allocates a slot; null when none is free
+  // Turn one row of draft logits into the next draft token for req (and its q,
+  // and with `confident` its confidence), within `constraint` (null: none).
+  // Returns -1 when the constraint allows none of the ids the draft may propose.
+  int choose(const DraftContext& req, float* logits, const std::vector<int>& context,
+             const TokenConstraint* constraint, Draft& d, bool confident);
   // The draft's probability of `token` under plain softmax (greedy requests).
   float softmax_prob(const float* logits, int token) const;
 
@@ -66,7 +73,7 @@ class ModelDrafter final : public Drafter {
   std::unique_ptr<KVCache> cache_;
   int n_ctx_;
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
-  std::map<int, SeqState> states_;  // by sequence id
+  std::map<int, SeqState> states_;  // by request id
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   // Milliseconds per token fed by step 0s that caught up on many tokens.
   RunningCost catch_up_per_token_;

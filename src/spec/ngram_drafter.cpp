@@ -4,12 +4,11 @@
 #include <chrono>
 
 #include "core/error.h"
-#include "engine/sequence.h"
 
 namespace tandem {
 
-std::vector<int> NgramDrafter::lookup(const std::vector<int>& tokens, int k, int max_n,
-                                      int min_n, int* n_out) {
+std::vector<int> NgramDrafter::lookup(std::span<const int> tokens, int k, int max_n, int min_n,
+                                      int* n_out) {
   const int len = static_cast<int>(tokens.size());
   if (n_out) *n_out = 0;
   if (k <= 0) return {};
@@ -35,10 +34,10 @@ NgramDrafter::NgramDrafter(int max_n, int min_n, double prior)
         max_n);
 }
 
-std::vector<AcceptanceEstimate>& NgramDrafter::evidence(const Sequence& seq) {
+std::vector<AcceptanceEstimate>& NgramDrafter::evidence(int request_id) {
   // Slower fading than a request's overall estimate, and a prior worth 2 trials:
   // prior_, or what all requests so far say of that match length where it is higher.
-  auto [it, fresh] = evidence_.try_emplace(seq.id());
+  auto [it, fresh] = evidence_.try_emplace(request_id);
   if (fresh) {
     for (int n = 0; n <= max_n_; ++n)
       it->second.emplace_back(0.98, 2 * std::max(prior_, overall_[n].alpha()), 2);
@@ -46,28 +45,36 @@ std::vector<AcceptanceEstimate>& NgramDrafter::evidence(const Sequence& seq) {
   return it->second;
 }
 
-double NgramDrafter::propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+void NgramDrafter::keep_within(const TokenConstraint& constraint, std::vector<int>& tokens) {
+  auto state = constraint.fork();
+  size_t n = 0;
+  for (; n < tokens.size() && state->allows(tokens[n]); ++n) state->advance(tokens[n]);
+  tokens.resize(n);
+}
+
+double NgramDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                              std::vector<Draft>& out, const DraftStop*) {
   const auto t0 = std::chrono::steady_clock::now();
-  out.resize(seqs.size());
-  for (size_t i = 0; i < seqs.size(); ++i) {
+  out.resize(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
     out[i].clear();
     int n = 0;
-    out[i].tokens = lookup(seqs[i]->tokens(), k[i], max_n_, min_n_, &n);
+    out[i].tokens = lookup(reqs[i].tokens, k[i], max_n_, min_n_, &n);
+    if (reqs[i].constraint) keep_within(*reqs[i].constraint, out[i].tokens);
     out[i].tag = n;
-    out[i].alpha = evidence(*seqs[i])[n].alpha();
+    out[i].alpha = evidence(reqs[i].id)[n].alpha();
   }
   // The whole lookup is one "step": its cost does not grow with K.
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void NgramDrafter::sync(const Sequence& seq, const Draft& draft, int accepted) {
+void NgramDrafter::sync(const DraftContext& req, const Draft& draft, int accepted) {
   if (draft.tokens.empty() || draft.tag <= 0 || draft.tag > max_n_) return;
   const bool rejected = accepted < static_cast<int>(draft.tokens.size());
-  evidence(seq)[draft.tag].update(accepted, rejected);
+  evidence(req.id)[draft.tag].update(accepted, rejected);
   overall_[draft.tag].update(accepted, rejected);
 }
 
-void NgramDrafter::release(const Sequence& seq) { evidence_.erase(seq.id()); }
+void NgramDrafter::release(int request_id) { evidence_.erase(request_id); }
 
 }  // namespace tandem

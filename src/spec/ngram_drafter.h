@@ -16,17 +16,19 @@ class NgramDrafter final : public Drafter {
   // request's lookups are first assumed to have, at every match length.
   explicit NgramDrafter(int max_n = 4, int min_n = 1, double prior = 0.5);
   std::string name() const override { return "ngram"; }
-  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+  double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                  std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
-  void sync(const Sequence& seq, const Draft& draft, int accepted) override;
-  void release(const Sequence& seq) override;
-  bool uses_model() const override { return false; }
+  void sync(const DraftContext& req, const Draft& draft, int accepted) override;
+  void release(int request_id) override;
   bool free_proposals() const override { return true; }
 
   // The lookup itself, on a plain token list: up to k continuation tokens; *n_out
   // (if given) receives the length of the match (0: none).
-  static std::vector<int> lookup(const std::vector<int>& tokens, int k, int max_n,
-                                 int min_n = 1, int* n_out = nullptr);
+  static std::vector<int> lookup(std::span<const int> tokens, int k, int max_n, int min_n = 1,
+                                 int* n_out = nullptr);
+  // Cut a proposal at its first token the constraint (in its current state)
+  // does not allow: what follows could never be accepted.
+  static void keep_within(const TokenConstraint& constraint, std::vector<int>& tokens);
 
  private:
   int max_n_, min_n_;
@@ -35,8 +37,8 @@ class NgramDrafter final : public Drafter {
   // a 4-token match in copied text is far more reliable than a 1-token one.
   // Kept per request: how predictable text is depends on the request (a copy
   // task against free prose), so one request's misses must not silence another.
-  std::vector<AcceptanceEstimate>& evidence(const Sequence& seq);  // index: match length
-  std::unordered_map<int, std::vector<AcceptanceEstimate>> evidence_;  // by sequence id
+  std::vector<AcceptanceEstimate>& evidence(int request_id);  // index: match length
+  std::unordered_map<int, std::vector<AcceptanceEstimate>> evidence_;  // by request id
   // The same over every request so far. A new request starts from it where it
   // is above the prior (copy-heavy traffic: long matches are trusted from the
   // first round instead of after a ramp of short drafts), from the prior

@@ -1,6 +1,9 @@
 #include "spec/verifier.h"
 
 #include <algorithm>
+#include <memory>
+
+#include "core/error.h"
 
 namespace tandem {
 
@@ -25,24 +28,44 @@ bool accept_or_resample(const SamplingDistribution& p, const SamplingDistributio
 }
 
 Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
-                     const std::vector<int>& context, Rng& rng) {
+                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras) {
   const int k = static_cast<int>(draft.tokens.size());
   std::vector<int> ctx = context;
+  // The constraint's state before row i: forked, advanced through the drafts.
+  std::unique_ptr<TokenConstraint> state = extras.constraint ? extras.constraint->fork() : nullptr;
+  if (extras.logprobs) extras.logprobs->clear();
   SamplingDistribution p;
+  // Row i emits `token`: report its log-probabilities if asked.
+  auto report = [&](const float* row, int token) {
+    if (extras.logprobs && extras.top_logprobs >= 0)
+      extras.logprobs->push_back(token_logprobs(token, row, n_vocab,
+                                                params.greedy() ? nullptr : &p,
+                                                extras.top_logprobs));
+  };
   for (int i = 0; i <= k; ++i) {
     float* row = logits + static_cast<size_t>(i) * n_vocab;
     apply_repetition_penalty(row, n_vocab, ctx.data(), static_cast<int>(ctx.size()), params);
+    if (state) check(state->mask(row, n_vocab), "the output constraint allows no token");
     if (params.greedy()) {
-      int best = argmax(row, n_vocab);
-      if (i == k || best != draft.tokens[i]) return {i, best};
+      const int best = argmax(row, n_vocab);
+      const bool last = i == k || best != draft.tokens[i];
+      report(row, last ? best : draft.tokens[i]);
+      if (last) return {i, best};
     } else {
       p.compute(row, n_vocab, params);
-      if (i == k) return {k, p.sample(rng)};
+      if (i == k) {
+        const int t = p.sample(rng);
+        report(row, t);
+        return {k, t};
+      }
       const SamplingDistribution* q = draft.q.empty() ? nullptr : &draft.q[i];
       int correction = -1;
-      if (!accept_or_resample(p, q, draft.tokens[i], rng, &correction)) return {i, correction};
+      const bool accepted = accept_or_resample(p, q, draft.tokens[i], rng, &correction);
+      report(row, accepted ? draft.tokens[i] : correction);
+      if (!accepted) return {i, correction};
     }
     ctx.push_back(draft.tokens[i]);
+    if (state) state->advance(draft.tokens[i]);
   }
   return {k, -1};  // unreachable: the loop returns at i == k
 }

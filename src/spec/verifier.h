@@ -10,9 +10,14 @@
 // emitted tokens have exactly the distribution of plain sampling. A point-mass q
 // (deterministic drafter or greedy draft) accepts with probability p(t_i) and
 // draws the correction from p with t_i removed.
+//
+// A constraint (sampling/constraint.h) masks every row with the state reached by
+// the tokens before it, so p is the constrained distribution at each position.
 #pragma once
 #include <vector>
 
+#include "sampling/constraint.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "spec/drafter.h"
 
@@ -23,11 +28,23 @@ struct Verdict {
   int token = -1;      // the target's own token after them (correction or bonus)
 };
 
+// What else a verification applies and reports: the request's constraint (its
+// state after `context`; null: none), and with top_logprobs >= 0 the
+// log-probabilities of each emitted token (accepted drafts, then the target's
+// own token) with that many alternatives, into *logprobs.
+struct VerifyExtras {
+  const TokenConstraint* constraint = nullptr;
+  int top_logprobs = -1;
+  std::vector<TokenLogprobs>* logprobs = nullptr;
+};
+
 // logits: draft.tokens.size() + 1 rows of n_vocab target logits; row i predicts
-// draft token i (row k predicts the bonus). Rows are modified (repetition penalty).
-// `context` is the sequence's tokens; the penalty of row i also sees drafts 0..i-1.
+// draft token i (row k predicts the bonus). Rows are modified (repetition
+// penalty, constraint mask). `context` is the sequence's tokens; the penalty of
+// row i also sees drafts 0..i-1. An empty draft samples one token (the first
+// after a prefill).
 Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
-                     const std::vector<int>& context, Rng& rng);
+                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras = {});
 
 // One accept/reject decision with explicit distributions (exposed for the
 // statistical tests). q null means a point mass on `token`. Returns true when the

@@ -302,7 +302,7 @@ def test_errors(srv):
                  code="unsupported_value")
     expect_error(srv, "n > 1 (chat)", CHAT, {"messages": [{"role": "user", "content": "x"}],
                                              "n": 3}, 400, param="n")
-    expect_error(srv, "logprobs", COMPLETION, {"prompt": "x", "logprobs": 3}, 400,
+    expect_error(srv, "logprobs above 5", COMPLETION, {"prompt": "x", "logprobs": 6}, 400,
                  param="logprobs")
     expect_error(srv, "echo", COMPLETION, {"prompt": "x", "echo": True}, 400, param="echo")
     expect_error(srv, "presence_penalty", COMPLETION, {"prompt": "x", "presence_penalty": 0.5},

@@ -55,7 +55,7 @@ Request greedy(int client, int i) {
 std::shared_ptr<server::RequestChannel> submit(AsyncEngine& async, Request r,
                                                AsyncEngine::Submit* outcome, int* id) {
   auto channel = std::make_shared<server::RequestChannel>();
-  r.on_text = [channel](const std::string& s) { channel->push_text(s); };
+  r.on_token = [channel](const TokenOutput& t) { channel->push(t); };
   r.on_finish = [channel](const RequestResult& res) { channel->finish(res); };
   *outcome = async.submit(std::move(r), id);
   return *outcome == AsyncEngine::Submit::Accepted ? channel : nullptr;

@@ -25,7 +25,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
-#include "support/target_override.h"
+#include "support/test_util.h"
 
 using namespace tandem;
 
@@ -76,6 +76,12 @@ bool is_k_quant(DType t) {
 }
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
+// The SIMD kernels of `target` (0: this CPU's best) on `pool`, with scratch for
+// every call these tests make (up to 32 rows of up to 1024).
+std::unique_ptr<kernels::Kernels> simd(ThreadPool& pool, int64_t target = 0) {
+  return kernels::Kernels::create({.simd_target = target}, pool, {.max_rows = 32, .max_k = 1024});
+}
+
 // Largest error the fast kernel may show against the reference for output (m, n).
 // Activations are quantized to 8 bits per block of B elements (32 for the legacy
 // types, 256 for the K-quants) with scale d_b = max|x| / 127 and round-to-nearest,
@@ -101,9 +107,11 @@ float tolerance(DType t, const float* w, const float* x, int64_t K) {
 // The activations as the quantized kernels see them: x_k rounded to its block's
 // int8 grid (activations.h), for a reference that differs from the kernels only
 // by float rounding.
-std::vector<double> quantized_rows(const std::vector<float>& x, int M, int64_t K, DType t) {
+std::vector<double> quantized_rows(const std::vector<float>& x, int M, int64_t K, DType t,
+                                   int64_t target) {
   kernels::cpu::QActs a;
-  kernels::cpu::quantize_acts(x.data(), M, K, is_k_quant(t) ? 256 : 32, a);
+  kernels::cpu::quantize_acts(kernels::cpu::target_kernels(target), x.data(), M, K,
+                              is_k_quant(t) ? 256 : 32, a);
   std::vector<double> out(static_cast<size_t>(M) * K);
   for (int m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
@@ -121,9 +129,9 @@ std::vector<double> quantized_rows(const std::vector<float>& x, int M, int64_t K
 // times sum |w_k xq_k| (the codes' offsets cancel: Q8_0 stores q + 128). 1e-4 of
 // that sum is a wide margin yet catches any wrong code, scale or offset.
 void expect_tight_match(const Matrix& W, DType t, const std::vector<float>& x, int M, int64_t K,
-                        const std::vector<float>& fast, const char* where) {
+                        const std::vector<float>& fast, const char* where, int64_t target = 0) {
   const int64_t N = W.view.ne(1);
-  const auto xq = quantized_rows(x, M, K, t);
+  const auto xq = quantized_rows(x, M, K, t, target);
   for (int m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       double want = 0.0, mag = 0.0;
@@ -150,8 +158,8 @@ TEST_P(MatmulTypes, MatchesReferenceWithinDerivedBound) {
     auto x = random_rows(M, K, 5);
     ThreadPool pool(2);
     std::vector<float> fast(M * N), ref(M * N);
-    kernels::cpu::matmul_multi(std::vector<const TensorView*>{&W.view}.data(), 1, x.data(), M,
-                               std::vector<float*>{fast.data()}.data(), pool);
+    simd(pool)->matmul_multi(std::vector<const TensorView*>{&W.view}.data(), 1, x.data(), M,
+                             std::vector<float*>{fast.data()}.data());
     kernels::ref::matmul(W.view, x.data(), M, ref.data(), pool);
     for (int m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
@@ -172,8 +180,9 @@ TEST_P(MatmulTypes, BatchInvariantBitExact) {
   auto W = random_matrix(t, K, N, 3);
   auto x = random_rows(M, K, 9);
   ThreadPool pool2(2), pool1(1);
+  auto on2 = simd(pool2), on1 = simd(pool1);
   std::vector<float> all(M * N);
-  kernels::matmul(W.view, x.data(), M, all.data(), pool2);
+  on2->matmul(W.view, x.data(), M, all.data());
 
   auto expect_rows = [&](const float* got, int first, int count, const char* what) {
     for (int m = 0; m < count; ++m)
@@ -182,19 +191,19 @@ TEST_P(MatmulTypes, BatchInvariantBitExact) {
   };
   std::vector<float> y(M * N);
   for (int m = 0; m < M; ++m) {
-    kernels::matmul(W.view, &x[m * K], 1, y.data(), pool2);
+    on2->matmul(W.view, &x[m * K], 1, y.data());
     expect_rows(y.data(), m, 1, "alone (M = 1)");
   }
   for (int first : {0, 5, 14}) {
-    kernels::matmul(W.view, &x[first * K], 6, y.data(), pool2);
+    on2->matmul(W.view, &x[first * K], 6, y.data());
     expect_rows(y.data(), first, 6, "in a group of 6");
   }
-  kernels::matmul(W.view, &x[4 * K], 16, y.data(), pool1);
+  on1->matmul(W.view, &x[4 * K], 16, y.data());
   expect_rows(y.data(), 4, 16, "in a group of 16 on one thread");
   // Every row count up to two register tiles and beyond (tiles of 1..8 rows,
   // then 8 + remainder), on one thread so each call walks all columns itself.
   for (int count = 1; count <= 17; ++count) {
-    kernels::matmul(W.view, &x[(M - count) * K], count, y.data(), pool1);
+    on1->matmul(W.view, &x[(M - count) * K], count, y.data());
     const std::string what = "in a call of " + std::to_string(count) + " rows";
     expect_rows(y.data(), M - count, count, what.c_str());
   }
@@ -203,7 +212,7 @@ TEST_P(MatmulTypes, BatchInvariantBitExact) {
   std::vector<float> mixed(3 * K, 0.0f);
   std::memcpy(mixed.data(), &x[0], K * sizeof(float));
   std::memcpy(&mixed[K], &x[19 * K], K * sizeof(float));
-  kernels::matmul(W.view, mixed.data(), 3, y.data(), pool2);
+  on2->matmul(W.view, mixed.data(), 3, y.data());
   expect_rows(y.data(), 0, 1, "next to other rows");
   expect_rows(y.data() + N, 19, 1, "next to other rows");
 }
@@ -226,10 +235,11 @@ TEST(MatmulMulti, SameBitsAsSeparateCalls) {
   std::vector<float> ya(M * 40), yb(M * 24), yc(M * 8), sa(M * 40), sb(M * 24), sc(M * 8);
   const TensorView* ws[] = {&A.view, &B.view, &C.view};
   float* ys[] = {ya.data(), yb.data(), yc.data()};
-  kernels::matmul_multi(ws, 3, x.data(), M, ys, pool);
-  kernels::matmul(A.view, x.data(), M, sa.data(), pool);
-  kernels::matmul(B.view, x.data(), M, sb.data(), pool);
-  kernels::matmul(C.view, x.data(), M, sc.data(), pool);
+  auto k = simd(pool);
+  k->matmul_multi(ws, 3, x.data(), M, ys);
+  k->matmul(A.view, x.data(), M, sa.data());
+  k->matmul(B.view, x.data(), M, sb.data());
+  k->matmul(C.view, x.data(), M, sc.data());
   EXPECT_EQ(0, std::memcmp(ya.data(), sa.data(), ya.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(yb.data(), sb.data(), yb.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(yc.data(), sc.data(), yc.size() * sizeof(float)));
@@ -243,7 +253,67 @@ TEST(MatmulMulti, RejectsMismatchedInnerDimensions) {
   std::vector<float> ya(4), yb(4);
   const TensorView* ws[] = {&A.view, &B.view};
   float* ys[] = {ya.data(), yb.data()};
-  EXPECT_THROW(kernels::matmul_multi(ws, 2, x.data(), 1, ys, pool), Error);
+  EXPECT_THROW(simd(pool)->matmul_multi(ws, 2, x.data(), 1, ys), Error);
+}
+
+// Row m of the output at y + m * ldy: the values of a dense call, and nothing
+// written outside the matrix's columns (the LM head writes its vocabulary
+// ranges straight into the logits this way). Packed where the machine packs.
+TEST(MatmulStrided, SameBitsInRowsOfAWiderMatrix) {
+  const int64_t K = 512, N = 48, ld = 100, at = 32;
+  const int M = 5;
+  auto W = random_matrix(DType::Q4_K, K, N, 5);
+  auto x = random_rows(M, K, 6);
+  ThreadPool pool(2);
+  auto k = simd(pool);
+  const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, {}, pool);
+  TensorView view = W.view;
+  view.packed = packed.empty() ? nullptr : packed.data();
+  std::vector<float> dense(M * N), wide(M * ld, -7.0f);
+  k->matmul(view, x.data(), M, dense.data());
+  k->matmul_strided(view, x.data(), M, wide.data() + at, ld);
+  for (int m = 0; m < M; ++m)
+    for (int64_t n = 0; n < ld; ++n) {
+      if (n >= at && n < at + N)
+        ASSERT_EQ(wide[m * ld + n], dense[m * N + n - at]) << "row " << m << " column " << n;
+      else
+        ASSERT_EQ(wide[m * ld + n], -7.0f) << "row " << m << " column " << n << " overwritten";
+    }
+  EXPECT_THROW(k->matmul_strided(view, x.data(), M, wide.data(), N - 1), Error);
+}
+
+// A Kernels object's scratch is sized once: calls beyond it fail clearly instead
+// of allocating.
+TEST(KernelsObject, RefusesCallsBeyondItsLimits) {
+  ThreadPool pool(1);
+  auto k = simd(pool);  // 32 rows of up to 1024
+  auto W = random_matrix(DType::Q8_0, 64, 8, 1);
+  auto x = random_rows(33, 64, 2);
+  std::vector<float> y(33 * 8);
+  EXPECT_NO_THROW(k->matmul(W.view, x.data(), 32, y.data()));
+  const std::string too_many = test::error_of([&] { k->matmul(W.view, x.data(), 33, y.data()); });
+  EXPECT_NE(too_many.find("33 rows of 64 exceed the kernels' scratch"), std::string::npos)
+      << too_many;
+  auto long_rows = random_matrix(DType::F32, 1056, 4, 3);
+  auto x_long = random_rows(1, 1056, 4);
+  const std::string too_long =
+      test::error_of([&] { k->matmul(long_rows.view, x_long.data(), 1, y.data()); });
+  EXPECT_NE(too_long.find("1 rows of 1056 exceed"), std::string::npos) << too_long;
+}
+
+TEST(KernelsObject, ChosenByTheConfiguration) {
+  ThreadPool pool(1);
+  kernels::KernelLimits limits;
+  EXPECT_STREQ(kernels::Kernels::create({.reference = true}, pool, limits)->name(), "reference");
+  EXPECT_STREQ(kernels::Kernels::create({}, pool, limits)->name(),
+               kernels::cpu::simd_target_name());
+  const std::string bad_target =
+      test::error_of([&] { kernels::Kernels::create({.simd_target = 3}, pool, limits); });
+  EXPECT_NE(bad_target.find("not one this build compiled"), std::string::npos) << bad_target;
+  // No packed copies when packing is off or the reference kernels run.
+  auto W = random_matrix(DType::Q6_K, 256, 32, 1);
+  EXPECT_TRUE(kernels::pack_weights(W.view, {.pack = false}, pool).empty());
+  EXPECT_TRUE(kernels::pack_weights(W.view, {.reference = true}, pool).empty());
 }
 
 // The kernels load whole vectors; none may read past the last weight row. The
@@ -270,8 +340,9 @@ TEST_P(MatmulTypes, NeverReadsPastTheWeights) {
     auto x = random_rows(3, K, 8);
     std::vector<float> got(3 * N), want(3 * N);
     ThreadPool pool(1);
-    kernels::matmul(v, x.data(), 3, got.data(), pool);
-    kernels::matmul(W.view, x.data(), 3, want.data(), pool);
+    auto k = simd(pool);
+    k->matmul(v, x.data(), 3, got.data());
+    k->matmul(W.view, x.data(), 3, want.data());
     munmap(region, span + page);
     EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
         << dtype_name(t) << " K=" << K;
@@ -287,7 +358,7 @@ TEST(QuantizedActivations, ChunkLayoutScalesSumsAndPadding) {
     const int M = 2;
     auto x = random_rows(M, K, 13);
     kernels::cpu::QActs a;
-    kernels::cpu::quantize_acts(x.data(), M, K, block, a);
+    kernels::cpu::quantize_acts(kernels::cpu::best_target_kernels(), x.data(), M, K, block, a);
     ASSERT_EQ(a.Kp, (K + 255) / 256 * 256);
     for (int m = 0; m < M; ++m) {
       for (int64_t b0 = 0; b0 < a.Kp; b0 += block) {
@@ -330,14 +401,15 @@ TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
   const int M = 20;               // tiles of 8, 8 and 4 rows
   auto W = random_matrix(t, K, N, 17);
   ThreadPool pool2(2), pool1(1);
-  const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, pool2);
+  auto on2 = simd(pool2), on1 = simd(pool1);
+  const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, {}, pool2);
   ASSERT_EQ(packed.size(), size_t(N / 16) * (K / kernels::cpu::packed_record_elements(t)) *
                               kernels::cpu::packed_record_bytes(t));
   TensorView view = W.view;
   view.packed = packed.data();
   auto x = random_rows(M, K, 19);
   std::vector<float> all(M * N), ref(M * N), y(M * N);
-  kernels::matmul(view, x.data(), M, all.data(), pool2);
+  on2->matmul(view, x.data(), M, all.data());
   kernels::ref::matmul(W.view, x.data(), M, ref.data(), pool2);
   for (int m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n)
@@ -351,10 +423,10 @@ TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
           << dtype_name(t) << ": row " << first + m << " differs when computed " << what;
   };
   for (int count = 1; count <= 17; ++count) {
-    kernels::matmul(view, &x[(M - count) * K], count, y.data(), pool1);
+    on1->matmul(view, &x[(M - count) * K], count, y.data());
     expect_rows(y.data(), M - count, count, "in a call of " + std::to_string(count) + " rows");
   }
-  kernels::matmul(view, &x[3 * K], 6, y.data(), pool2);
+  on2->matmul(view, &x[3 * K], 6, y.data());
   expect_rows(y.data(), 3, 6, "in a group of 6 on two threads");
 
   // Rows [16, 48) as a range keep the packed form; [8, 40) cannot and read the file.
@@ -363,7 +435,7 @@ TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
     EXPECT_EQ(part.packed != nullptr, begin % 16 == 0) << begin;
     const int64_t n_part = end - begin;
     std::vector<float> got(2 * n_part);
-    kernels::matmul(part, x.data(), 2, got.data(), pool1);
+    on1->matmul(part, x.data(), 2, got.data());
     for (int m = 0; m < 2; ++m)
       for (int64_t n = 0; n < n_part; ++n) {
         const float want = all[m * N + begin + n];
@@ -378,13 +450,13 @@ TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
 
 TEST(PackedMatmulShapes, OnlyWholePanelsOfPackableTypes) {
   ThreadPool pool(1);
-  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q4_K, 256, 40, 1).view, pool).empty())
+  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q4_K, 256, 40, 1).view, {}, pool).empty())
       << "40 rows are not whole panels of 16";
-  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q5_K, 256, 32, 1).view, pool).empty())
+  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q5_K, 256, 32, 1).view, {}, pool).empty())
       << "Q5_K has no packed layout";
-  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q8_0, 96, 32, 1).view, pool).empty())
+  EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q8_0, 96, 32, 1).view, {}, pool).empty())
       << "96 elements are not whole records of 64";
-  EXPECT_EQ(kernels::pack_weights(random_matrix(DType::Q6_K, 256, 32, 1).view, pool).empty(),
+  EXPECT_EQ(kernels::pack_weights(random_matrix(DType::Q6_K, 256, 32, 1).view, {}, pool).empty(),
             !kernels::cpu::packed_kernel_available());
 }
 
@@ -400,9 +472,9 @@ INSTANTIATE_TEST_SUITE_P(PackedTypes, PackedMatmul,
 class EveryTarget : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(EveryTarget, MatchesReferencesAndIsBatchInvariant) {
-  TargetOverride target(GetParam());
-  ASSERT_STREQ(hwy::TargetName(GetParam()), kernels::cpu::simd_target_name());
   ThreadPool pool(2);
+  auto k = simd(pool, GetParam());
+  ASSERT_STREQ(hwy::TargetName(GetParam()), k->name());
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                   DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
                   DType::Q6_K}) {
@@ -412,18 +484,18 @@ TEST_P(EveryTarget, MatchesReferencesAndIsBatchInvariant) {
     auto W = random_matrix(t, K, N, 7);
     auto x = random_rows(M, K, 5);
     std::vector<float> fast(M * N), ref(M * N), one(N);
-    kernels::matmul(W.view, x.data(), M, fast.data(), pool);
+    k->matmul(W.view, x.data(), M, fast.data());
     kernels::ref::matmul(W.view, x.data(), M, ref.data(), pool);
     for (int m = 0; m < M; ++m) {
       for (int64_t n = 0; n < N; ++n)
         ASSERT_NEAR(fast[m * N + n], ref[m * N + n], tolerance(t, &W.deq[n * K], &x[m * K], K))
             << dtype_name(t) << " row " << m << " column " << n;
-      kernels::matmul(W.view, &x[m * K], 1, one.data(), pool);
+      k->matmul(W.view, &x[m * K], 1, one.data());
       ASSERT_EQ(0, std::memcmp(one.data(), &fast[m * N], N * sizeof(float)))
           << dtype_name(t) << ": row " << m << " differs when computed alone";
     }
     if (!is_float(t) && GetParam() != HWY_SCALAR)  // SCALAR uses float activations
-      expect_tight_match(W, t, x, M, K, fast, hwy::TargetName(GetParam()));
+      expect_tight_match(W, t, x, M, K, fast, hwy::TargetName(GetParam()), GetParam());
   }
 }
 

@@ -18,7 +18,6 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
-#include "support/target_override.h"
 
 using namespace tandem;
 
@@ -30,6 +29,12 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   std::vector<float> v(n);
   for (auto& e : v) e = dist(rng);
   return v;
+}
+
+// The SIMD kernels of `target` (0: this CPU's best) on `pool`, with scratch for
+// the attention calls of these tests (heads of up to 128, groups of up to 6).
+std::unique_ptr<kernels::Kernels> simd(ThreadPool& pool, int64_t target = 0) {
+  return kernels::Kernels::create({.simd_target = target}, pool, {.head_dim = 128, .max_group = 6});
 }
 
 // A one-layer cache holding `len` random positions.
@@ -54,7 +59,7 @@ class AttentionTest : public ::testing::TestWithParam<DType> {};
 // ~1e-6 actually seen while catching any wrong weight or position (errors of
 // order 0.1). The last n_q positions of a cache of len attend.
 void expect_attention_matches_reference(int n_kv, int n_heads, int hd, int n_q, int len,
-                                        DType type) {
+                                        DType type, int64_t target = 0) {
   const KVCacheShape shape{1, n_kv, hd};
   FilledCache fc(shape, len, type);
   const kernels::AttentionShape ash{n_heads, n_kv, hd, 1.0f / std::sqrt(float(hd))};
@@ -63,8 +68,8 @@ void expect_attention_matches_reference(int n_kv, int n_heads, int hd, int n_q, 
   for (int i = 0; i < n_q; ++i) pos[i] = len - n_q + i;
   std::vector<float> fast(q.size()), ref(q.size());
   ThreadPool pool(2);
-  kernels::cpu::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, fast.data(),
-                          pool);
+  simd(pool, target)->attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash,
+                                fast.data());
   kernels::ref::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, ref.data(),
                           pool);
   for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-4f) << "element " << i;
@@ -88,7 +93,7 @@ TEST_P(AttentionTest, MatchesReferenceWithHeadDimOffTheVectorWidth) {
 
 // Each query row's output, computed with 19 other rows (pairs of rows share score
 // passes, two tiles of rows), equals the row computed alone, bit for bit.
-void expect_rows_bit_identical_alone_or_together(DType type) {
+void expect_rows_bit_identical_alone_or_together(DType type, int64_t target = 0) {
   const KVCacheShape shape{1, 2, 64};
   const int n_heads = 4, len = 70;
   FilledCache fc(shape, len, type);
@@ -100,11 +105,10 @@ void expect_rows_bit_identical_alone_or_together(DType type) {
   const size_t stride = size_t(n_heads) * 64;
   std::vector<float> all(q.size()), one(stride);
   ThreadPool pool(2);
-  kernels::cpu::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, all.data(),
-                          pool);
+  auto k = simd(pool, target);
+  k->attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, all.data());
   for (int i = 0; i < n_q; ++i) {
-    kernels::cpu::attention(&q[i * stride], 1, &pos[i], fc.cache.view(fc.slot, 0), ash,
-                            one.data(), pool);
+    k->attention(&q[i * stride], 1, &pos[i], fc.cache.view(fc.slot, 0), ash, one.data());
     ASSERT_EQ(0, std::memcmp(one.data(), &all[i * stride], stride * sizeof(float))) << "row " << i;
   }
 }
@@ -122,11 +126,11 @@ INSTANTIATE_TEST_SUITE_P(CacheTypes, AttentionTest, ::testing::Values(DType::F16
 class AttentionEveryTarget : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(AttentionEveryTarget, MatchesReferenceAndIsBatchInvariant) {
-  TargetOverride target(GetParam());
-  ASSERT_STREQ(hwy::TargetName(GetParam()), kernels::cpu::simd_target_name());
-  expect_attention_matches_reference(2, 12, 128, 7, 301, DType::F16);
-  expect_attention_matches_reference(1, 3, 40, 4, 45, DType::F32);
-  expect_rows_bit_identical_alone_or_together(DType::F16);
+  ThreadPool pool(1);
+  ASSERT_STREQ(hwy::TargetName(GetParam()), simd(pool, GetParam())->name());
+  expect_attention_matches_reference(2, 12, 128, 7, 301, DType::F16, GetParam());
+  expect_attention_matches_reference(1, 3, 40, 4, 45, DType::F32, GetParam());
+  expect_rows_bit_identical_alone_or_together(DType::F16, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(CompiledAndSupported, AttentionEveryTarget,
@@ -146,15 +150,17 @@ TEST(Elementwise, MatchReference) {
   const int n = 1003;  // not a multiple of any vector length: exercises the tails
   auto x = randn(n, 5, 3.0f), w = randn(n, 6), g = randn(n, 7, 4.0f);
   std::vector<float> a(n), b(n);
-  kernels::cpu::rmsnorm(x.data(), w.data(), n, 1e-6f, a.data());
+  ThreadPool pool(1);
+  auto k = simd(pool);
+  k->rmsnorm(x.data(), w.data(), n, 1e-6f, a.data());
   kernels::ref::rmsnorm(x.data(), w.data(), n, 1e-6f, b.data());
   expect_close(a, b, "rmsnorm");
-  kernels::cpu::swiglu(g.data(), x.data(), n, a.data());
+  k->swiglu(g.data(), x.data(), n, a.data());
   kernels::ref::swiglu(g.data(), x.data(), n, b.data());
   expect_close(a, b, "swiglu");
   a = x;
   b = x;
-  kernels::cpu::add_inplace(a.data(), w.data(), n);
+  k->add_inplace(a.data(), w.data(), n);
   kernels::ref::add_inplace(b.data(), w.data(), n);
   EXPECT_EQ(a, b);  // one rounding per element either way
 }
@@ -223,11 +229,13 @@ TEST(Elementwise, RopeMatchesReference) {
   // may round differently: |x| < 5, so 1e-6 absolute is a few ulp.
   std::vector<float> inv_freq(32);
   for (int i = 0; i < 32; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / 64.0f);
+  ThreadPool pool(1);
+  auto k = simd(pool);
   for (auto style : {kernels::RopeStyle::Normal, kernels::RopeStyle::NeoX}) {
     auto a = randn(3 * 64, 8), b = a;
     std::vector<float> cos(32), sin(32);
     kernels::rope_angles(417, inv_freq.data(), 32, cos.data(), sin.data());
-    kernels::cpu::rope(a.data(), 3, 64, cos.data(), sin.data(), style);
+    k->rope(a.data(), 3, 64, cos.data(), sin.data(), style);
     kernels::ref::rope(b.data(), 3, 64, cos.data(), sin.data(), style);
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6f) << "element " << i;
   }

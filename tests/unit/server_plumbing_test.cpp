@@ -29,25 +29,40 @@ TEST(ServerPlumbing, ChannelHandsOverTextThenTheResult) {
   EXPECT_FALSE(n.finished);
 
   std::thread engine([&] {
-    ch.push_text("Hel");
-    ch.push_text("lo");
+    RequestStats stats;
+    stats.drafted = 2;
+    stats.accepted = 1;
+    ch.push({7, false, "Hel", nullptr, &stats});
+    ch.push({8, true, "lo", nullptr, &stats});
     std::this_thread::sleep_for(20ms);
     RequestResult r;
     r.text = "Hello!";
     r.finish_reason = "stop";
-    ch.push_text("!");
+    ch.push({-1, false, "!", nullptr, nullptr});  // held-back text released at the end
     ch.finish(r);
   });
-  std::string text;
+  std::string text, pieces;
+  std::vector<int> ids;
+  int drafted = 0, accepted = 0;
   bool finished = false;
   for (int i = 0; i < 200 && !finished; ++i) {
     n = ch.wait(1s);
     text += n.text;
+    for (const StreamedToken& t : n.tokens) {
+      ids.push_back(t.id);
+      pieces += t.text;
+    }
+    drafted = n.drafted;
+    accepted = n.accepted;
     finished = n.finished;
   }
   engine.join();
   EXPECT_TRUE(finished);
   EXPECT_EQ(text, "Hello!");  // all text is handed out by the time finished is seen
+  EXPECT_EQ(pieces, text);
+  EXPECT_EQ(ids, (std::vector<int>{7, 8, -1}));
+  EXPECT_EQ(drafted, 2) << "the counts so far stay with the channel";
+  EXPECT_EQ(accepted, 1);
   EXPECT_EQ(ch.result().finish_reason, "stop");
 }
 

@@ -9,6 +9,8 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
+#include "structured/grammar_matcher.h"
+#include "support/byte_vocabulary.h"
 
 using namespace tandem;
 using namespace tandem::server;
@@ -195,16 +197,13 @@ TEST(ServerProtocol, UnsupportedOptionsAreNamed) {
        std::vector<std::pair<const char*, json>>{{"n", 2},
                                                  {"best_of", 3},
                                                  {"echo", true},
-                                                 {"logprobs", 5},
-                                                 {"logprobs", true},
-                                                 {"top_logprobs", 2},
                                                  {"presence_penalty", 0.5},
                                                  {"frequency_penalty", -1},
                                                  {"logit_bias", {{"50256", -100}}},
                                                  {"suffix", "end"},
                                                  {"tools", {{{"type", "function"}}}},
                                                  {"tool_choice", "required"},
-                                                 {"response_format", {{"type", "json_object"}}}}) {
+                                                 {"response_format", {{"type", "grammar"}}}}) {
     ApiError e = error_of(with(name, value).dump());
     EXPECT_EQ(e.status, 400) << name;
     EXPECT_EQ(e.param, name);
@@ -216,13 +215,92 @@ TEST(ServerProtocol, UnsupportedOptionsAreNamed) {
                               {"n", 1},
                               {"best_of", 1},
                               {"echo", false},
-                              {"logprobs", 0},
+                              {"logprobs", nullptr},
                               {"frequency_penalty", 0},
                               {"logit_bias", json::object()},
                               {"suffix", ""},
                               {"tools", json::array()},
                               {"tool_choice", "none"},
                               {"response_format", {{"type", "text"}}}}));
+}
+
+TEST(ServerProtocol, ResponseFormatIsParsedAndCompiled) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
+  auto with_format = [&](json rf) { return json{{"messages", msgs}, {"response_format", rf}}; };
+  EXPECT_EQ(chat(with_format({{"type", "text"}})).response_format.kind, ResponseFormat::Kind::Text);
+  EXPECT_EQ(chat({{"messages", msgs}}).response_format.grammar, nullptr);
+  ParsedRequest obj = chat(with_format({{"type", "json_object"}}));
+  EXPECT_EQ(obj.response_format.kind, ResponseFormat::Kind::JsonObject);
+  EXPECT_NE(obj.response_format.grammar, nullptr);
+  // The schema's properties keep the order of the request body ("zeta" before "alpha").
+  const std::string body = R"({"prompt": "x", "response_format": {"type": "json_schema",
+      "json_schema": {"name": "pair", "strict": true, "schema": {"type": "object",
+      "properties": {"zeta": {"type": "integer"}, "alpha": {"type": "integer"}},
+      "required": ["zeta", "alpha"]}}}})";
+  ParsedRequest p = parse_request(body, Endpoint::Completions);
+  EXPECT_EQ(p.response_format.kind, ResponseFormat::Kind::JsonSchema);
+  EXPECT_EQ(p.response_format.name, "pair");
+  EXPECT_TRUE(p.response_format.strict);
+  ASSERT_NE(p.response_format.grammar, nullptr);
+  auto vocab = test::byte_vocabulary();
+  structured::GrammarMatcher ordered(p.response_format.grammar, vocab);
+  EXPECT_TRUE(ordered.accept_bytes(R"({"zeta":1,"alpha":2})") && ordered.is_complete());
+  structured::GrammarMatcher sorted(p.response_format.grammar, vocab);
+  EXPECT_FALSE(sorted.accept_bytes(R"({"alpha")"));
+
+  // Errors name the field; an unsupported schema names the place in the schema.
+  for (const json& bad : {json("json"), json{{"type", 1}}, json::object(),
+                          json{{"type", "json_schema"}},
+                          json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}},
+                          json{{"type", "json_schema"}, {"json_schema", {{"schema", "string"}}}},
+                          json{{"type", "regex"}}}) {
+    ApiError e = error_of(with_format(bad).dump(), Endpoint::ChatCompletions);
+    EXPECT_EQ(e.status, 400) << bad.dump();
+    EXPECT_EQ(e.param, "response_format") << bad.dump();
+  }
+  ApiError e = error_of(
+      with_format({{"type", "json_schema"},
+                   {"json_schema",
+                    {{"name", "x"},
+                     {"schema", {{"type", "object"},
+                                 {"properties", {{"n", {{"type", "integer"}, {"multipleOf", 3}}}}}}}}}})
+          .dump(),
+      Endpoint::ChatCompletions);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_EQ(e.code, "unsupported_schema");
+  EXPECT_NE(std::string(e.what()).find("response_format.json_schema.schema"), std::string::npos)
+      << e.what();
+  EXPECT_NE(std::string(e.what()).find("#/properties/n/multipleOf"), std::string::npos) << e.what();
+}
+
+TEST(ServerProtocol, LogprobsAndN) {
+  const json msgs = json::array({{{"role", "user"}, {"content", "x"}}});
+  ParsedRequest c = chat({{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 20}});
+  EXPECT_TRUE(c.logprobs.enabled);
+  EXPECT_EQ(c.logprobs.top, 20);
+  EXPECT_FALSE(chat({{"messages", msgs}, {"logprobs", false}}).logprobs.enabled);
+  expect_400({{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 21}}, "top_logprobs",
+             Endpoint::ChatCompletions);
+  expect_400({{"messages", msgs}, {"top_logprobs", 2}}, "top_logprobs", Endpoint::ChatCompletions);
+  expect_400({{"messages", msgs}, {"logprobs", 1}}, "logprobs", Endpoint::ChatCompletions);
+
+  ParsedRequest p = completion({{"prompt", "x"}, {"logprobs", 3}});
+  EXPECT_TRUE(p.logprobs.enabled);
+  EXPECT_EQ(p.logprobs.top, 3);
+  ParsedRequest zero = completion({{"prompt", "x"}, {"logprobs", 0}});  // the chosen tokens only
+  EXPECT_TRUE(zero.logprobs.enabled);
+  EXPECT_EQ(zero.logprobs.top, 0);
+  EXPECT_FALSE(completion({{"prompt", "x"}, {"logprobs", nullptr}}).logprobs.enabled);
+  expect_400({{"prompt", "x"}, {"logprobs", 6}}, "logprobs");
+  expect_400({{"prompt", "x"}, {"logprobs", true}}, "logprobs");
+  expect_400({{"prompt", "x"}, {"top_logprobs", 2}}, "top_logprobs");
+
+  EXPECT_EQ(completion({{"prompt", "x"}, {"n", 1}}).n, 1);
+  expect_400({{"prompt", "x"}, {"n", 0}}, "n");
+  EXPECT_EQ(error_of(json{{"prompt", "x"}, {"n", 2}}.dump()).code, "unsupported_value");
+  EXPECT_TRUE(chat({{"messages", msgs}, {"stream", true}, {"stream_options", {{"include_usage", true}}}})
+                  .include_usage);
 }
 
 TEST(ServerProtocol, InvalidJson) {
@@ -263,7 +341,74 @@ RequestResult sample_result() {
   return r;
 }
 
+// Output as the channel hands it over: one piece of text, the target's token.
+RequestChannel::News news(const std::string& text) {
+  RequestChannel::News n;
+  n.text = text;
+  n.tokens.push_back({5, false, text, std::nullopt});
+  return n;
+}
+
+// Log-probabilities of tokens 5, 6 (alternatives 6 and 9).
+std::vector<TokenLogprobs> sample_logprobs() {
+  return {{{5, -0.5f}, {{5, -0.5f}, {9, -1.5f}}}, {{6, -0.25f}, {{6, -0.25f}, {9, -2.0f}}}};
+}
+
 }  // namespace
+
+// Every content chunk says, token by token, what each output wrote and whether
+// it was an accepted draft, with the request's counts so far.
+TEST(ServerProtocol, ChunksCarryTheirTokensAndDraftFlags) {
+  ResponseMeta meta = make_meta(Endpoint::ChatCompletions, "tiny");
+  RequestChannel::News n;
+  n.text = "abc";
+  n.tokens = {{5, true, "a", std::nullopt},
+              {6, false, "", std::nullopt},  // an incomplete character: no text yet
+              {7, false, "bc", std::nullopt}};
+  n.drafted = 3;
+  n.accepted = 1;
+  json j = text_chunk(meta, n, false, nullptr);
+  EXPECT_EQ(j["choices"][0]["delta"]["content"], "abc");
+  EXPECT_TRUE(j["choices"][0]["logprobs"].is_null()) << "not asked for";
+  EXPECT_EQ(j["tandem"]["tokens"], json::parse(R"([{"text": "a", "draft": true},
+      {"text": "", "draft": false}, {"text": "bc", "draft": false}])"));
+  EXPECT_EQ(j["tandem"]["drafted"], 3);
+  EXPECT_EQ(j["tandem"]["accepted"], 1);
+}
+
+// Chat's logprobs: content entries with token, logprob, bytes and
+// top_logprobs; completions': parallel lists with running text offsets.
+TEST(ServerProtocol, LogprobsInEachEndpointsShape) {
+  const auto lp = sample_logprobs();
+  const std::vector<const TokenLogprobs*> ptrs{&lp[0], &lp[1]};
+  ResponseMeta chat = make_meta(Endpoint::ChatCompletions, "tiny");
+  chat.logprobs = true;  // no tokenizer: tokens are spelled as their ids
+  size_t offset = 0;
+  json c = logprobs_json(chat, {5, 6}, ptrs, &offset);
+  ASSERT_EQ(c["content"].size(), 2u);
+  EXPECT_EQ(c["content"][0]["token"], "5");
+  EXPECT_FLOAT_EQ(c["content"][0]["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(c["content"][0]["bytes"], json::array({'5'}));
+  ASSERT_EQ(c["content"][1]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(c["content"][1]["top_logprobs"][1]["token"], "9");
+  EXPECT_FLOAT_EQ(c["content"][1]["top_logprobs"][1]["logprob"].get<float>(), -2.0f);
+
+  ResponseMeta cmpl = make_meta(Endpoint::Completions, "tiny");
+  cmpl.logprobs = true;
+  offset = 10;
+  json t = logprobs_json(cmpl, {5, 6}, ptrs, &offset);
+  EXPECT_EQ(t["tokens"], json::array({"5", "6"}));
+  EXPECT_EQ(t["text_offset"], json::array({10, 11}));
+  EXPECT_EQ(offset, 12u);
+  EXPECT_FLOAT_EQ(t["top_logprobs"][0]["9"].get<float>(), -1.5f);
+
+  // A whole response: one entry per generated token.
+  RequestResult r = sample_result();
+  r.tokens = {5, 6};
+  r.logprobs = lp;
+  json whole = completion_json(chat, r);
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(), 2u);
+}
 
 TEST(ServerProtocol, CompletionResponseShape) {
   ResponseMeta meta = make_meta(Endpoint::Completions, "tiny");
@@ -297,7 +442,7 @@ TEST(ServerProtocol, ChatResponseAndChunks) {
   EXPECT_EQ(role["object"], "chat.completion.chunk");
   EXPECT_EQ(role["choices"][0]["delta"]["role"], "assistant");
   EXPECT_FALSE(role.contains("usage"));
-  json text = text_chunk(meta, "ab", true);
+  json text = text_chunk(meta, news("ab"), true, nullptr);
   EXPECT_EQ(text["choices"][0]["delta"]["content"], "ab");
   EXPECT_TRUE(text["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(text.contains("usage") && text["usage"].is_null());
@@ -313,7 +458,7 @@ TEST(ServerProtocol, ChatResponseAndChunks) {
 
 TEST(ServerProtocol, CompletionChunks) {
   ResponseMeta meta = make_meta(Endpoint::Completions, "tiny");
-  json text = text_chunk(meta, "x", false);
+  json text = text_chunk(meta, news("x"), false, nullptr);
   EXPECT_EQ(text["object"], "text_completion");
   EXPECT_EQ(text["choices"][0]["text"], "x");
   EXPECT_FALSE(text.contains("usage"));
@@ -325,8 +470,8 @@ TEST(ServerProtocol, SseFraming) {
   EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
   // Text with newlines is escaped by the JSON encoder: one event stays one line.
   ResponseMeta meta = make_meta(Endpoint::Completions, "tiny");
-  std::string ev = sse_event(dump(text_chunk(meta, "a\nb\n\n", false)));
+  std::string ev = sse_event(dump(text_chunk(meta, news("a\nb\n\n"), false, nullptr)));
   EXPECT_EQ(ev.find('\n'), ev.size() - 2);
   // Invalid UTF-8 never throws on the way out.
-  EXPECT_NO_THROW(dump(text_chunk(meta, "\xff", false)));
+  EXPECT_NO_THROW(dump(text_chunk(meta, news("\xff"), false, nullptr)));
 }

@@ -8,6 +8,7 @@
 #include "model/model.h"
 #include "server/api_error.h"
 #include "server/request_builder.h"
+#include "structured/json_schema.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
 #include "tokenizer/chat_template.h"
@@ -166,4 +167,32 @@ TEST(ServerRequestBuilder, ModelWithoutTokenizer) {
   ParsedRequest ids;
   ids.prompt_ids = {4, 5};
   EXPECT_EQ(b.build(ids).prompt.size(), 2u);
+}
+
+// Parsed in full, but refused until the engine can honour them: never ignored.
+// A response_format becomes the request's constraint (in the grammar's start
+// state), logprobs its count of alternatives; ignore_eos, which would write the
+// end of the document into the output, cannot go with a response_format.
+TEST(ServerRequestBuilder, StructuredOutputAndLogprobsReachTheEngine) {
+  auto m = synthetic(Arch::Llama);
+  RequestBuilder b(*m, {128, 1024});
+  ParsedRequest p = completion("hello");
+  p.response_format.kind = ResponseFormat::Kind::JsonObject;
+  p.response_format.grammar = structured::any_json_object_grammar();
+  p.logprobs = {true, 3};
+  Request r = b.build(p);
+  ASSERT_NE(r.params.constraint, nullptr);
+  const int open = m->tokenizer()->encode("{", false, false).at(0);
+  EXPECT_TRUE(r.params.constraint->allows(open)) << "a JSON object starts with {";
+  EXPECT_EQ(r.params.logprobs, 3);
+
+  ParsedRequest text = completion("hello");
+  Request plain = b.build(text);
+  EXPECT_EQ(plain.params.constraint, nullptr);
+  EXPECT_EQ(plain.params.logprobs, -1);
+
+  p.ignore_eos = true;
+  ApiError e = error_of(b, p);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "ignore_eos");
 }

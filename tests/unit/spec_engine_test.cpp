@@ -9,97 +9,25 @@
 #include "engine/engine.h"
 #include "engine/prompt_logits.h"
 #include "model/model.h"
+#include "spec/draft_hints.h"
 #include "spec/lookup_first_drafter.h"
 #include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "support/paths.h"
+#include "support/spec_harness.h"
 #include "support/stats.h"
 #include "support/synthetic_model.h"
 #include "support/test_util.h"
 
 using namespace tandem;
-
-namespace {
-
-// Five prompts: random, and repetitive ones that give the n-gram drafter matches.
-std::vector<std::vector<int>> prompts(int vocab) {
-  std::vector<std::vector<int>> p;
-  p.push_back(test::pseudo_random_ids(12, vocab, 1));
-  p.push_back(test::pseudo_random_ids(3, vocab, 2));
-  auto rep = test::pseudo_random_ids(10, vocab, 3);
-  for (int i = 0; i < 3; ++i) rep.insert(rep.end(), rep.begin(), rep.begin() + 10);
-  p.push_back(rep);
-  p.push_back(test::pseudo_random_ids(40, vocab, 4));
-  p.push_back({5, 6, 7, 5, 6, 7, 5, 6});
-  return p;
-}
-
-// OtherLookup: the other draft model behind n-gram lookups (LookupFirstDrafter).
-enum class DraftKind { None, SameQuantized, Other, Ngram, OtherLookup };
-
-struct Models {
-  std::unique_ptr<Model> target, same_q8, other;
-};
-
-Models load_models(Arch arch, int vocab, bool tokenizer) {
-  auto dir = test::temp_dir("spec");
-  test::SyntheticSpec s;
-  s.arch = arch;
-  s.vocab_size = vocab;
-  s.with_tokenizer = tokenizer;
-  Models m;
-  m.target = Model::load(test::write_synthetic_gguf(s, dir + "/target.gguf"));
-  s.weight_type = DType::Q8_0;  // the same weights, rounded: a draft that mostly agrees
-  m.same_q8 = Model::load(test::write_synthetic_gguf(s, dir + "/q8.gguf"));
-  s.weight_type = DType::F32;
-  s.seed = 99;  // unrelated weights: a draft that mostly disagrees
-  s.n_layers = 1;
-  m.other = Model::load(test::write_synthetic_gguf(s, dir + "/other.gguf"));
-  return m;
-}
-
-std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
-                               const std::vector<Request>& reqs, int max_batch = 1) {
-  ThreadPool pool(1);  // tiny models: threads would only add synchronisation
-  EngineOptions eo;
-  eo.max_batch = max_batch;
-  eo.n_ctx = 256;
-  eo.spec = so;
-  eo.spec.opt_out = false;  // these tests need the drafts verified even when they do not pay
-  std::unique_ptr<Drafter> d;
-  if (kind == DraftKind::SameQuantized)
-    d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo));
-  if (kind == DraftKind::Other)
-    d = std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo));
-  if (kind == DraftKind::Ngram) d = std::make_unique<NgramDrafter>();
-  if (kind == DraftKind::OtherLookup)
-    d = std::make_unique<LookupFirstDrafter>(
-        std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo)));
-  Engine engine(*m.target, pool, eo, std::move(d));
-  std::vector<int> ids;
-  for (const auto& r : reqs) ids.push_back(engine.submit(r));
-  engine.run();
-  std::vector<RequestResult> out;
-  for (int id : ids) out.push_back(*engine.take_result(id));
-  return out;
-}
-
-Request greedy_request(std::vector<int> prompt, int n) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.params.max_tokens = n;
-  r.params.ignore_eos = true;
-  return r;
-}
-
-}  // namespace
+using namespace tandem::test;
 
 class GreedyParity : public ::testing::TestWithParam<Arch> {};
 
 TEST_P(GreedyParity, EveryDrafterAndKMatchesPlainDecoding) {
   Models m = load_models(GetParam(), 384, true);
   std::vector<Request> reqs;
-  for (auto& p : prompts(384)) reqs.push_back(greedy_request(p, 128));
+  for (auto& p : spec_prompts(384)) reqs.push_back(greedy_request(p, 128));
   auto plain = run(m, DraftKind::None, {}, reqs);
   for (auto kind :
        {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram, DraftKind::OtherLookup}) {
@@ -132,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, GreedyParity, ::testing::Values(Arch::Llama, Arc
 TEST(SpeculativeEngine, BatchedRequestsMatchRunningAlone) {
   Models m = load_models(Arch::Llama, 384, true);
   std::vector<Request> reqs;
-  auto ps = prompts(384);
+  auto ps = spec_prompts(384);
   for (int i = 0; i < 4; ++i) reqs.push_back(greedy_request(ps[i], 40 + 17 * i));
   auto plain = run(m, DraftKind::None, {}, reqs);
   auto batched = run(m, DraftKind::SameQuantized, {4, false}, reqs, 3);
@@ -142,7 +70,7 @@ TEST(SpeculativeEngine, BatchedRequestsMatchRunningAlone) {
 TEST(SpeculativeEngine, PenaltyAndStopStringsMatchPlainDecoding) {
   Models m = load_models(Arch::Qwen2, 384, true);
   std::vector<Request> reqs;
-  for (auto& p : prompts(384)) {
+  for (auto& p : spec_prompts(384)) {
     Request r = greedy_request(p, 96);
     r.params.sampling.repetition_penalty = 1.3f;
     r.params.sampling.penalty_last_n = 16;
@@ -180,38 +108,6 @@ TEST(SpeculativeEngine, DraftWithAnotherVocabularyIsRejected) {
     EXPECT_NE(std::string(e.what()).find("d.gguf"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("400"), std::string::npos) << e.what();
   }
-}
-
-// The joint distribution of the first three sampled tokens, exactly, from the
-// model's logits: p(t1) p(t2 | t1) p(t3 | t1, t2) under the sampling transforms.
-std::vector<double> exact_joint(const Model& m, const std::vector<int>& prompt,
-                                const SamplingParams& sp) {
-  ThreadPool pool(1);
-  const int V = m.config().vocab_size;
-  auto dist = [&](const std::vector<int>& ctx) {
-    auto logits = prompt_logits(m, pool, ctx);
-    std::vector<float> last(logits.end() - V, logits.end());
-    apply_repetition_penalty(last.data(), V, ctx.data(), static_cast<int>(ctx.size()), sp);
-    SamplingDistribution d;
-    d.compute(last.data(), V, sp);
-    return std::vector<double>(d.probs().begin(), d.probs().end());
-  };
-  std::vector<double> joint(V * V * V);
-  auto p1 = dist(prompt);
-  for (int a = 0; a < V; ++a) {
-    if (p1[a] == 0) continue;
-    auto c1 = prompt;
-    c1.push_back(a);
-    auto p2 = dist(c1);
-    for (int b = 0; b < V; ++b) {
-      if (p2[b] == 0) continue;
-      auto c2 = c1;
-      c2.push_back(b);
-      auto p3 = dist(c2);
-      for (int c = 0; c < V; ++c) joint[(a * V + b) * V + c] = p1[a] * p2[b] * p3[c];
-    }
-  }
-  return joint;
 }
 
 TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
@@ -285,25 +181,25 @@ TEST(NgramDrafterEvidence, IsKeptPerRequest) {
   Sequence a(1, *m.target, greedy_request(prompt, 16));
   Sequence b(2, *m.target, greedy_request(prompt, 16));
   std::vector<Draft> out;
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "with no evidence at all, the prior of 1/2";
   for (int round = 0; round < 20; ++round) {
-    drafter.propose({&a}, {3}, out);
+    propose(drafter, {&a}, {3}, out);
     ASSERT_EQ(out[0].tokens, (std::vector<int>{7, 5, 6}));
-    drafter.sync(a, out[0], 0);  // rejected at once
+    drafter.sync(a.draft_context(), out[0], 0);  // rejected at once
   }
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   const double alpha_a = out[0].alpha;
   EXPECT_LT(alpha_a, 0.1) << "twenty rejections should lower a's estimate";
-  drafter.propose({&b}, {3}, out);
+  propose(drafter, {&b}, {3}, out);
   EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "a's misses are not b's";
-  drafter.sync(b, out[0], 3);
-  drafter.propose({&b}, {3}, out);
+  drafter.sync(b.draft_context(), out[0], 3);
+  propose(drafter, {&b}, {3}, out);
   EXPECT_GT(out[0].alpha, 0.5);
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   EXPECT_LT(out[0].alpha, 0.1) << "b's acceptances are not a's";
-  drafter.release(a);
-  drafter.propose({&a}, {3}, out);
+  drafter.release(a.id());
+  propose(drafter, {&a}, {3}, out);
   EXPECT_NEAR(out[0].alpha, 0.5, 1e-9) << "release forgets the request";
 }
 
@@ -319,18 +215,18 @@ TEST(LookupFirstDrafter, TakesWhicheverIsAcceptedMoreOften) {
   const std::vector<int> prompt{5, 6, 7, 5, 6, 7, 5, 6};
   Sequence a(1, *m.target, greedy_request(prompt, 16));
   std::vector<Draft> out;
-  drafter.propose({&a}, {3}, out);
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tokens, (std::vector<int>{7, 5, 6}));
   EXPECT_EQ(out[0].tag, 4) << "a lookup on a 4-token match";
-  drafter.sync(a, out[0], 0);  // rejected at once: 1.6/3 < the model's 2/3
-  drafter.propose({&a}, {3}, out);
+  drafter.sync(a.draft_context(), out[0], 0);  // rejected at once: 1.6/3 < the model's 2/3
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tag, 0) << "the model drafts after a rejected lookup";
   EXPECT_EQ(out[0].tokens.size(), 3u);
-  drafter.sync(a, out[0], 0);  // the model's draft rejected too: 2/4 < 1.6/3
-  drafter.propose({&a}, {3}, out);
+  drafter.sync(a.draft_context(), out[0], 0);  // the model's draft rejected too: 2/4 < 1.6/3
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tag, 4) << "lookups again once the model does worse";
-  drafter.release(a);
-  drafter.propose({&a}, {3}, out);
+  drafter.release(a.id());
+  propose(drafter, {&a}, {3}, out);
   EXPECT_EQ(out[0].tag, 4) << "release forgets the request";
 }
 
@@ -343,11 +239,11 @@ TEST(NgramDrafterEvidence, NewRequestsStartFromGoodEvidenceOfEarlierOnes) {
   Sequence a(1, *m.target, greedy_request(prompt, 16));
   std::vector<Draft> out;
   for (int round = 0; round < 20; ++round) {
-    drafter.propose({&a}, {3}, out);
-    drafter.sync(a, out[0], 3);  // accepted whole
+    propose(drafter, {&a}, {3}, out);
+    drafter.sync(a.draft_context(), out[0], 3);  // accepted whole
   }
   Sequence b(2, *m.target, greedy_request(prompt, 16));
-  drafter.propose({&b}, {3}, out);
+  propose(drafter, {&b}, {3}, out);
   EXPECT_GT(out[0].alpha, 0.8) << "a's acceptances of this match length carry over to b";
 }
 
@@ -365,37 +261,41 @@ class ModelDrafterCatchUp : public ::testing::Test {
 TEST_F(ModelDrafterCatchUp, MeasuredOnALazyPrefillAndPricedByTheTokensLacking) {
   ModelDrafter drafter(*m.other, *m.target, pool, kv);
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 7), 16));
-  EXPECT_EQ(drafter.catch_up_ms(a), 0) << "nothing measured yet";
+  EXPECT_EQ(drafter.catch_up_ms(a.draft_context()), 0) << "nothing measured yet";
   std::vector<Draft> out;
-  drafter.propose({&a}, {2}, out);  // step 0 prefills the 40 prompt tokens
-  drafter.sync(a, out[0], 0);
-  EXPECT_EQ(drafter.catch_up_ms(a), 0) << "a's draft cache lacks only its last token";
+  propose(drafter, {&a}, {2}, out);  // step 0 prefills the 40 prompt tokens
+  drafter.sync(a.draft_context(), out[0], 0);
+  EXPECT_EQ(drafter.catch_up_ms(a.draft_context()), 0)
+      << "a's draft cache lacks only its last token";
   Sequence b(2, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 8), 16));
   Sequence c(3, *m.target, greedy_request(test::pseudo_random_ids(20, 384, 9), 16));
-  EXPECT_GT(drafter.catch_up_ms(b), 0);
-  EXPECT_NEAR(drafter.catch_up_ms(c) / drafter.catch_up_ms(b), 19.0 / 39.0, 1e-9)
+  EXPECT_GT(drafter.catch_up_ms(b.draft_context()), 0);
+  EXPECT_NEAR(drafter.catch_up_ms(c.draft_context()) / drafter.catch_up_ms(b.draft_context()),
+              19.0 / 39.0, 1e-9)
       << "priced per token lacking (all but the last)";
 }
 
 namespace {
 // Records the draft lengths the runner asks for; proposes k copies of token 1.
-class RecordingDrafter final : public Drafter {
+class RecordingDrafter final : public Drafter, public DraftCostHints {
  public:
   // relative_cost: the prior cost of a draft step (0: none).
   explicit RecordingDrafter(std::vector<std::vector<int>>* log, double relative_cost = 0)
       : log_(log), relative_cost_(relative_cost) {}
   std::string name() const override { return "recording"; }
-  double propose(const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+  double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                  std::vector<Draft>& out, const DraftStop*) override {
-    log_->push_back(k);
-    out.resize(seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i) {
+    log_->emplace_back(k.begin(), k.end());
+    out.resize(reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
       out[i].clear();
       out[i].tokens.assign(k[i], 1);
     }
     return 1.0;
   }
-  bool uses_model() const override { return true; }
+  const DraftCostHints* cost_hints() const override { return this; }
+  int catch_up_tokens(const DraftContext&) const override { return 0; }
+  double catch_up_ms(const DraftContext&) const override { return 0; }
   double relative_cost() const override { return relative_cost_; }
 
  private:
@@ -429,7 +329,7 @@ TEST(AdaptiveKExploration, OneRequestOfABatchDraftsTheFirstRound) {
   });
   ASSERT_NE(first, log.end()) << "the batch never drafted";
   EXPECT_EQ(std::count(first->begin(), first->end(), 0), 3) << "one request explores";
-  EXPECT_EQ(*std::max_element(first->begin(), first->end()), kExploreDraft);
+  EXPECT_EQ(*std::max_element(first->begin(), first->end()), DraftPolicyTuning{}.explore_draft);
 }
 
 // A drafter whose prior cost says drafting cannot pay (a step costing twice a
@@ -460,7 +360,8 @@ TEST_F(ModelDrafterCatchUp, PriorCostIsItsWeightBytesOverTheTargets) {
   ModelDrafter limited(*m.other, *m.target, pool, kv, 64);
   EXPECT_LT(limited.relative_cost(), small.relative_cost());
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(40, 384, 7), 16));
-  EXPECT_EQ(small.catch_up_tokens(a), 39) << "all but the last token, which step 0 feeds";
+  EXPECT_EQ(small.catch_up_tokens(a.draft_context()), 39)
+      << "all but the last token, which step 0 feeds";
 }
 
 // Drafting one token at a time, every step 0 after an accepted draft feeds two
@@ -470,9 +371,31 @@ TEST_F(ModelDrafterCatchUp, OneTokenDraftsStillTimeADraftStep) {
   ModelDrafter drafter(*m.same_q8, *m.target, pool, kv);
   Sequence a(1, *m.target, greedy_request(test::pseudo_random_ids(20, 384, 11), 16));
   std::vector<Draft> out;
-  EXPECT_LT(drafter.propose({&a}, {1}, out), 0) << "a lazy prefill is no draft step";
+  EXPECT_LT(propose(drafter, {&a}, {1}, out), 0) << "a lazy prefill is no draft step";
   a.accept(out[0].tokens[0]);
   a.accept(3);  // the bonus token
-  drafter.sync(a, out[0], 1);
-  EXPECT_GT(drafter.propose({&a}, {1}, out), 0);
+  drafter.sync(a.draft_context(), out[0], 1);
+  EXPECT_GT(propose(drafter, {&a}, {1}, out), 0);
+}
+
+// Streaming token by token: each generated token arrives once, with the text it
+// made final (the pieces add up to the result's text) and whether it was an
+// accepted draft (as many as the request's accepted drafts).
+TEST(SpeculativeEngine, StreamedTokensCarryTheirTextAndDraftFlag) {
+  Models m = load_models(Arch::Qwen2, 384, true);
+  std::vector<TokenOutput> streamed;
+  Request r = greedy_request(spec_prompts(384)[2], 48);
+  r.on_token = [&](const TokenOutput& t) { streamed.push_back(t); };
+  const RequestResult res = run(m, DraftKind::SameQuantized, {4, false}, {r})[0];
+  ASSERT_EQ(streamed.size(), res.tokens.size());
+  std::string text;
+  int drafted = 0;
+  for (size_t i = 0; i < streamed.size(); ++i) {
+    EXPECT_EQ(streamed[i].id, res.tokens[i]);
+    text += streamed[i].text;
+    drafted += streamed[i].drafted;
+  }
+  EXPECT_EQ(text, res.text);
+  EXPECT_EQ(drafted, res.stats.accepted);
+  EXPECT_GT(drafted, 0);
 }

@@ -134,8 +134,8 @@ TEST(NgramLookup, ProposesWhatFollowedTheMostRecentMatch) {
   // Longer n first: [5 3] matched at the start beats the later bare "3".
   std::vector<int> w{5, 3, 1, 3, 2, 5, 3};
   EXPECT_EQ(NgramDrafter::lookup(w, 1, 4), (std::vector<int>{1}));
-  EXPECT_TRUE(NgramDrafter::lookup({1, 2, 3}, 4, 4).empty());
-  EXPECT_TRUE(NgramDrafter::lookup({1, 2, 1}, 0, 4).empty());
+  EXPECT_TRUE(NgramDrafter::lookup(std::vector<int>{1, 2, 3}, 4, 4).empty());
+  EXPECT_TRUE(NgramDrafter::lookup(std::vector<int>{1, 2, 1}, 0, 4).empty());
 }
 
 TEST(AdaptiveK, PicksLongDraftsWhenVerifyIsCheapAndAcceptanceHigh) {

@@ -166,3 +166,43 @@ TEST(Transformer, RejectsBadBatches) {
   EXPECT_THROW(tf.forward(b, cache, out.data()), Error);
   EXPECT_EQ(cache.length(slot), 0);
 }
+
+// A batch longer than the transformer's passes runs in several: every wanted
+// row's logits are the bits of one long pass, in the batch's output order (here
+// reversed, with a row wanted twice), for two slots whose runs straddle the
+// passes' boundaries, with the whole vocabulary or output ranges.
+TEST(Transformer, BatchesLongerThanAPassGiveTheSameLogits) {
+  test::SyntheticSpec spec;
+  spec.arch = Arch::Qwen2;
+  spec.weight_type = DType::Q8_0;
+  auto m = Model::load(test::write_synthetic_gguf(spec, test::temp_dir("split") + "/m.gguf"));
+  ThreadPool pool(2);
+  Transformer whole(*m, pool), passes_of_4(*m, pool, 4);
+  ASSERT_EQ(passes_of_4.max_tokens(), 4);
+  const int V = whole.vocab_size();
+  auto ids = test::pseudo_random_ids(16, V, 11);
+  ForwardBatch all;
+  all.add_sequence(0, ids.data(), 7, 0, true, false);       // rows 0..6
+  all.add_sequence(1, ids.data() + 7, 9, 0, true, false);   // rows 7..15
+  ForwardBatch picked = all;
+  picked.logit_rows = {15, 8, 8, 6, 3, 0};
+  for (bool restricted : {false, true}) {
+    if (restricted) {
+      for (Transformer* tf : {&whole, &passes_of_4}) tf->restrict_output({{0, 100}, {250, V}});
+    }
+    ContiguousKVCache a(whole.cache_shape(), 2, 32), b(whole.cache_shape(), 2, 32);
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_EQ(a.allocate(), s);
+      ASSERT_EQ(b.allocate(), s);
+    }
+    std::vector<float> want(size_t(all.size()) * V), got(picked.logit_rows.size() * size_t(V));
+    whole.forward(all, a, want.data());
+    passes_of_4.forward(picked, b, got.data());
+    for (int s = 0; s < 2; ++s) EXPECT_EQ(a.length(s), b.length(s));
+    for (size_t j = 0; j < picked.logit_rows.size(); ++j)
+      ASSERT_EQ(0, std::memcmp(&got[j * V], &want[size_t(picked.logit_rows[j]) * V],
+                               V * sizeof(float)))
+          << "output row " << j << " (batch row " << picked.logit_rows[j] << ")"
+          << (restricted ? " with output ranges" : "");
+  }
+}

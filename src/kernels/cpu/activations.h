@@ -38,6 +38,7 @@ constexpr int kGroupsPerChunk = kChunk / kGroup;
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
+// Filled by quantize_acts (cpu_kernels.h).
 struct QActs {
   int M = 0;
   int64_t K = 0, Kp = 0;       // Kp: K rounded up to kChunk
@@ -56,10 +57,17 @@ struct QActs {
   AlignedVector<int32_t> q6_offset;  // M x Kp / 16
   const float* row_sum32(int m) const { return sum32.data() + m * (Kp / 32); }
   const int32_t* row_q6_offset(int m) const { return q6_offset.data() + m * (Kp / kGroup); }
-};
 
-// Quantize M rows of K floats with one scale per `block` elements (32 or 256; K
-// a multiple of it).
-void quantize_acts(const float* x, int M, int64_t K, int block, QActs& out);
+  // Capacity for max_rows rows of up to max_k elements with one scale per
+  // `block` (q6_offset only for 256), so that quantizing them allocates nothing.
+  void reserve(int max_rows, int64_t max_k, int block) {
+    const size_t rows = static_cast<size_t>(max_rows), kp = round_up(max_k, kChunk);
+    q.reserve(rows * kp);
+    gsum.reserve(rows * kp / kGroup);
+    gd.reserve(rows * kp / kGroup);
+    sum32.reserve(rows * kp / 32);
+    if (block == 256) q6_offset.reserve(rows * kp / kGroup);
+  }
+};
 
 }  // namespace tandem::kernels::cpu

@@ -24,26 +24,12 @@
 #include <vector>
 
 #include "core/aligned.h"
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/attention_job.h"
+#include "kernels/cpu/worker_scratch.h"
 #include "kernels/quants.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
-#endif
-
-#ifndef TANDEM_KERNELS_CPU_ATTENTION_JOB_
-#define TANDEM_KERNELS_CPU_ATTENTION_JOB_
-namespace tandem::kernels::cpu {
-constexpr int kAttentionTile = 16;  // query rows per job
-struct AttentionJob {
-  const float* q;
-  const int* pos;
-  const KVSeqView* kv;
-  const AttentionShape* shape;
-  float* out;
-  int n_q;
-};
-}  // namespace tandem::kernels::cpu
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -51,7 +37,6 @@ namespace tandem::kernels::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using Job = AttentionJob;
 
-constexpr int kKeyBlock = 32;
 constexpr int kTile = kAttentionTile;
 
 // Bytes per cached value: the cache is F32 or F16 (attention() checks).
@@ -327,20 +312,23 @@ HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const Pair* pairs, in
     AccumulateValues(pairs[k].o, c[k], sc[k], v, pairs[k].n, hd);
 }
 
-void AttendTile(const Job& job, int g, int r0, int r1) {
+void AttendTile(const Job& job, int g, int r0, int r1, WorkerScratch& scratch) {
   const AttentionShape& sh = *job.shape;
   const int hd = sh.head_dim, group = sh.n_heads / sh.n_kv_heads;
   const int row_elems = sh.n_kv_heads * hd;
   const size_t q_stride = static_cast<size_t>(sh.n_heads) * hd;
   // Cache-line aligned: with malloc's 16-byte alignment most vector loads of
   // these rows straddled two lines.
-  static thread_local AlignedVector<float> krow, ktbuf, vbuf, obuf;
+  AlignedVector<float>& krow = scratch.key_row;
+  AlignedVector<float>& ktbuf = scratch.keys_t;
+  AlignedVector<float>& vbuf = scratch.values;
+  AlignedVector<float>& obuf = scratch.outputs;
   krow.resize(hd);
   ktbuf.resize(size_t(kKeyBlock) * hd);
   vbuf.resize(size_t(kKeyBlock) * hd);
   const int n_pairs = (r1 - r0) * group;
   obuf.assign(size_t(n_pairs) * hd, 0.0f);
-  RowState state[kTile * 64];  // group <= 64 is checked by the caller
+  RowState state[kTile * 64];  // group <= 64 is checked by Kernels::create
   for (int i = 0; i < n_pairs; ++i) state[i] = RowState{};
 
   int last = 0;
@@ -385,11 +373,11 @@ void AttendTile(const Job& job, int g, int r0, int r1) {
     }
 }
 
-void AttendJobs(const Job& job, int64_t j0, int64_t j1) {
+void AttendJobs(const Job& job, int64_t j0, int64_t j1, WorkerScratch& scratch) {
   const int tiles = (job.n_q + kTile - 1) / kTile;
   for (int64_t j = j0; j < j1; ++j) {
     const int g = static_cast<int>(j / tiles), t = static_cast<int>(j % tiles);
-    AttendTile(job, g, t * kTile, std::min(job.n_q, (t + 1) * kTile));
+    AttendTile(job, g, t * kTile, std::min(job.n_q, (t + 1) * kTile), scratch);
   }
 }
 
@@ -397,24 +385,26 @@ void AttendJobs(const Job& job, int64_t j0, int64_t j1) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "core/error.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace tandem::kernels::cpu {
 HWY_EXPORT(AttendJobs);
 
-void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
-               const AttentionShape& shape, float* out, ThreadPool& pool) {
-  if (n_q <= 0) return;
-  check(shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0 &&
-            shape.n_heads / shape.n_kv_heads <= 64,
-        "attention: {} query heads cannot be grouped over {} KV heads (at most 64 per group)",
-        shape.n_heads, shape.n_kv_heads);
-  check(kv.type == DType::F32 || kv.type == DType::F16, "attention: KV cache type {} unsupported",
-        dtype_name(kv.type));
-  const AttentionJob job{q, pos, &kv, &shape, out, n_q};
+void resolve_attention(size_t index, TargetKernels& k) {
+  k.attend = dispatch_entry(HWY_DISPATCH_TABLE(AttendJobs), index);
+}
+
+// Jobs are (KV head, tile of query rows) pairs, split among the threads.
+void CpuKernels::attend(const float* q, int n_q, const int* pos, const KVSeqView& kv,
+                        const AttentionShape& shape, float* out) {
+  struct Call {  // one reference for the pool's job, so that std::function does not allocate
+    AttentionJob job;
+    void (*attend)(const AttentionJob&, int64_t, int64_t, WorkerScratch&);
+    std::vector<WorkerScratch>& workers;
+  } call{{q, pos, &kv, &shape, out, n_q}, fn_.attend, workers_};
   const int64_t tiles = (n_q + kAttentionTile - 1) / kAttentionTile;
-  pool.parallel_for(int64_t{shape.n_kv_heads} * tiles, [&](int64_t b, int64_t e, int) {
-    HWY_DYNAMIC_DISPATCH(AttendJobs)(job, b, e);
+  pool().parallel_for(int64_t{shape.n_kv_heads} * tiles, [&call](int64_t b, int64_t e, int thread) {
+    call.attend(call.job, b, e, call.workers[thread]);
   });
 }
 }  // namespace tandem::kernels::cpu

@@ -7,13 +7,12 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
-#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/kernels.h"
 #include "kernels/quants.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -93,8 +92,9 @@ void Rope(float* x, int n_heads, int head_dim, const float* c, const float* s, R
 }
 
 // The first index of the largest value, or -1 if any value is NaN: a vector
-// maximum, then a vector search for its first occurrence. (A scalar scan took
-// 0.64 ms over a 151,936-token vocabulary, 6% of a speculative round.)
+// maximum, then a vector search for its first occurrence. (Greedy verification
+// scans a whole vocabulary per verified position: a scalar scan is a visible
+// part of a speculative round.)
 int ArgMax(const float* x, int n) {
   const hn::ScalableTag<float> df;
   const int L = static_cast<int>(hn::Lanes(df));
@@ -126,7 +126,7 @@ int ArgMax(const float* x, int n) {
 // top payload: what f32_to_f16 does one value at a time. x86 targets from AVX2 up
 // have the conversion instruction (F16C), which gives exactly those bits; the
 // others convert one value at a time. (The KV cache stores two rows per
-// position and layer: one at a time they took 0.65 ms of a 6-position pass.)
+// position and layer: one value at a time is a visible part of a verify pass.)
 void F32ToF16(const float* x, uint8_t* out, int64_t n) {
   int64_t i = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
@@ -143,40 +143,27 @@ void F32ToF16(const float* x, uint8_t* out, int64_t n) {
   }
 }
 
-const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace tandem::kernels::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "core/error.h"
+#include "kernels/cpu/target_kernels.h"
 
 namespace tandem::kernels::cpu {
 HWY_EXPORT(RmsNorm);
 HWY_EXPORT(SwiGLU);
 HWY_EXPORT(AddInplace);
 HWY_EXPORT(Rope);
-HWY_EXPORT(TargetName);
 HWY_EXPORT(ArgMax);
 HWY_EXPORT(F32ToF16);
 
-const char* simd_target_name() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
-
-void rmsnorm(const float* x, const float* w, int n, float eps, float* out) {
-  HWY_DYNAMIC_DISPATCH(RmsNorm)(x, w, n, eps, out);
-}
-void swiglu(const float* gate, const float* up, int n, float* out) {
-  HWY_DYNAMIC_DISPATCH(SwiGLU)(gate, up, n, out);
-}
-void add_inplace(float* x, const float* b, int n) { HWY_DYNAMIC_DISPATCH(AddInplace)(x, b, n); }
-int argmax(const float* x, int n) { return HWY_DYNAMIC_DISPATCH(ArgMax)(x, n); }
-void f32_to_f16_row(const float* x, void* out, int64_t n) {
-  HWY_DYNAMIC_DISPATCH(F32ToF16)(x, static_cast<uint8_t*>(out), n);
-}
-void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
-          RopeStyle style) {
-  check(head_dim % 2 == 0, "rope: head_dim {} must be even", head_dim);
-  HWY_DYNAMIC_DISPATCH(Rope)(x, n_heads, head_dim, cos, sin, style);
+void resolve_elementwise(size_t index, TargetKernels& k) {
+  k.rmsnorm = dispatch_entry(HWY_DISPATCH_TABLE(RmsNorm), index);
+  k.swiglu = dispatch_entry(HWY_DISPATCH_TABLE(SwiGLU), index);
+  k.add_inplace = dispatch_entry(HWY_DISPATCH_TABLE(AddInplace), index);
+  k.rope = dispatch_entry(HWY_DISPATCH_TABLE(Rope), index);
+  k.argmax = dispatch_entry(HWY_DISPATCH_TABLE(ArgMax), index);
+  k.f32_to_f16 = dispatch_entry(HWY_DISPATCH_TABLE(F32ToF16), index);
 }
 }  // namespace tandem::kernels::cpu
 #endif

@@ -33,3 +33,17 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif
+
+#include <cstddef>
+
+namespace tandem::kernels::cpu {
+
+// Entry `index` of an HWY_EXPORT table (see target_kernels.cpp), read once when a
+// CpuKernels object is made instead of by HWY_DYNAMIC_DISPATCH on every call.
+// A build that compiles a single target has one-entry tables.
+template <class Fn, size_t N>
+Fn dispatch_entry(Fn const (&table)[N], size_t index) {
+  return table[N == 1 ? 0 : index];
+}
+
+}  // namespace tandem::kernels::cpu

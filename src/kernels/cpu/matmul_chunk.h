@@ -16,6 +16,8 @@
 
 namespace tandem::kernels::cpu {
 
+struct WorkerScratch;
+
 struct MatmulChunk {
   DType type;
   const uint8_t* w;  // row n starts at w + n * row_bytes
@@ -28,18 +30,20 @@ struct MatmulChunk {
   const QActs* acts = nullptr;   // quantized activations (quantized weight types)
   float* y;                      // y[m * ldy + n]
   int64_t ldy;
+  WorkerScratch* scratch = nullptr;  // the buffers of the thread running the chunk
+  int64_t prefetch_bytes = 0;        // how far ahead to prefetch the weights (0: off)
 };
 
 // Which activation form a weight type's kernel consumes.
 enum class ActKind { Float, Q8, Q8K };  // Q8: scale per 32 elements, Q8K: per 256
 ActKind act_kind(DType t);
 
-void matmul_chunk_float(const MatmulChunk& c);   // F32, F16, BF16
-void matmul_chunk_legacy(const MatmulChunk& c);  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0
-void matmul_chunk_kquant(const MatmulChunk& c);  // Q2_K .. Q6_K
-// Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q8_0 in the packed layout (packed_layout.h; n0,
-// n1 multiples of 16).
-void matmul_chunk_packed(const MatmulChunk& c);
+// The per-family kernels take a chunk each; one instance per Highway target,
+// called through TargetKernels (target_kernels.h): matmul_float (F32, F16,
+// BF16), matmul_legacy (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), matmul_kquant (Q2_K ..
+// Q6_K), and matmul_packed (Q4_K, Q6_K, Q4_0, Q4_1, Q5_0, Q8_0 in the packed
+// layout of packed_layout.h; n0, n1 multiples of 16).
+//
 // Portable fallback for targets without usable SIMD (Highway's scalar target):
 // dequantize each weight row and take float dot products with the float x.
 void matmul_chunk_dequant(const MatmulChunk& c);

@@ -5,12 +5,10 @@
 // change its value.
 #include <algorithm>
 #include <atomic>
-#include <vector>
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/matmul_chunk.h"
-#include "kernels/cpu/packed_layout.h"
 #include "kernels/quants.h"
 
 namespace tandem::kernels::cpu {
@@ -39,7 +37,7 @@ ActKind act_kind(DType t) {
 }
 
 void matmul_chunk_dequant(const MatmulChunk& c) {
-  static thread_local std::vector<float> w;
+  AlignedVector<float>& w = c.scratch->dequant;
   w.resize(c.K);
   for (int64_t n = c.n0; n < c.n1; ++n) {
     dequantize_row(c.type, c.w + n * c.row_bytes, w.data(), c.K);
@@ -63,68 +61,85 @@ int64_t chunk_columns(int64_t total_columns, int threads) {
   return std::clamp<int64_t>(cols, 16, 512);
 }
 
-void run_chunk(MatmulChunk c, ActKind kind, int M) {
-  c.m0 = 0;
-  c.m1 = M;
-  if (c.packed) return matmul_chunk_packed(c);  // any packed type, either activation form
-  switch (kind) {
-    case ActKind::Float: matmul_chunk_float(c); break;
-    case ActKind::Q8: matmul_chunk_legacy(c); break;
-    case ActKind::Q8K: matmul_chunk_kquant(c); break;
-  }
-}
+// One call's chunks: matrix 0's columns in runs of `cols`, then matrix 1's, and
+// so on, numbered in that order and taken by the threads from a shared counter.
+// A chunk is made when it is taken, so no list of them is kept.
+struct MatmulPlan {
+  const TensorView* const* Ws;
+  int count;
+  const float* x;
+  int M;
+  float* const* ys;
+  int64_t ldy;  // 0: each output dense
+  int64_t cols;
+  int64_t total_chunks;
+  const TargetKernels* fn;
+  const QActs* q8;
+  const QActs* q8k;
+  int64_t prefetch_bytes, prefetch_packed_bytes;
 
-}  // namespace
-
-void matmul_multi(const TensorView* const* Ws, int count, const float* x, int M,
-                  float* const* ys, ThreadPool& pool) {
-  if (count <= 0 || M <= 0) return;
-  const int64_t K = Ws[0]->ne(0);
-  bool need_q8 = false, need_q8k = false;
-  int64_t total_columns = 0;
-  for (int i = 0; i < count; ++i) {
-    const TensorView& W = *Ws[i];
-    check(W.ne(0) == K, "matmul: {} has rows of {} but the input has {} columns", W.name,
-          W.ne(0), K);
-    const ActKind kind = act_kind(W.type);
-    need_q8 |= kind == ActKind::Q8;
-    need_q8k |= kind == ActKind::Q8K;
-    total_columns += W.ne(1);
-  }
-  // Per calling thread: reused across calls, so steady-state decode allocates nothing.
-  static thread_local QActs q8, q8k;
-  static thread_local std::vector<std::pair<MatmulChunk, ActKind>> chunks;
-  if (need_q8) quantize_acts(x, M, K, 32, q8);
-  if (need_q8k) quantize_acts(x, M, K, 256, q8k);
-
-  chunks.clear();
-  const int64_t cols = chunk_columns(total_columns, pool.size());
-  for (int i = 0; i < count; ++i) {
+  void run(int64_t index, WorkerScratch& scratch) const {
+    int i = 0;
+    int64_t first = index;  // the chunk's number within matrix i
+    for (int64_t n; first >= (n = (Ws[i]->ne(1) + cols - 1) / cols); first -= n) ++i;
     const TensorView& W = *Ws[i];
     MatmulChunk c{};
     c.type = W.type;
     c.w = W.data;
-    // A packed copy is used when this machine's kernel reads it (packing makes
-    // one only then; tests may force another instruction set).
-    if (W.packed && packed_kernel_available()) c.packed = W.packed;
+    // A packed copy is used when this target's kernel reads it (packing makes
+    // one only for the best target; tests may run another).
+    if (W.packed && fn->matmul_packed) c.packed = W.packed;
     c.row_bytes = W.row_bytes();
-    c.K = K;
+    c.K = W.ne(0);
+    c.n0 = first * cols;
+    c.n1 = std::min(W.ne(1), c.n0 + cols);
+    c.m0 = 0;
+    c.m1 = M;
     c.x = x;
     const ActKind kind = act_kind(W.type);
-    c.acts = kind == ActKind::Q8 ? &q8 : &q8k;
+    c.acts = kind == ActKind::Q8 ? q8 : q8k;
     c.y = ys[i];
-    c.ldy = W.ne(1);
-    for (int64_t n0 = 0; n0 < W.ne(1); n0 += cols) {
-      c.n0 = n0;
-      c.n1 = std::min(W.ne(1), n0 + cols);
-      chunks.emplace_back(c, kind);
+    c.ldy = ldy > 0 ? ldy : W.ne(1);
+    c.scratch = &scratch;
+    c.prefetch_bytes = c.packed ? prefetch_packed_bytes : prefetch_bytes;
+    if (c.packed) return fn->matmul_packed(c);  // any packed type, either activation form
+    switch (kind) {
+      case ActKind::Float: return fn->matmul_float(c);
+      case ActKind::Q8: return fn->matmul_legacy(c);
+      case ActKind::Q8K: return fn->matmul_kquant(c);
     }
   }
-  std::atomic<size_t> next{0};
-  const auto& work = chunks;
-  pool.run_self_scheduled([&](int) {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < work.size();)
-      run_chunk(work[i].first, work[i].second, M);
+};
+
+}  // namespace
+
+void CpuKernels::matmul_rows(const TensorView* const* Ws, int count, const float* x, int M,
+                             float* const* ys, int64_t ldy) {
+  const int64_t K = Ws[0]->ne(0);
+  bool need_q8 = false, need_q8k = false;
+  int64_t total_columns = 0;
+  for (int i = 0; i < count; ++i) {
+    const ActKind kind = act_kind(Ws[i]->type);
+    need_q8 |= kind == ActKind::Q8;
+    need_q8k |= kind == ActKind::Q8K;
+    total_columns += Ws[i]->ne(1);
+  }
+  if (need_q8) quantize_acts(fn_, x, M, K, 32, q8_);
+  if (need_q8k) quantize_acts(fn_, x, M, K, 256, q8k_);
+
+  MatmulPlan plan{Ws, count, x, M, ys, ldy, chunk_columns(total_columns, pool().size()), 0,
+                  &fn_, &q8_, &q8k_, prefetch_bytes_, prefetch_packed_bytes_};
+  for (int i = 0; i < count; ++i) plan.total_chunks += (Ws[i]->ne(1) + plan.cols - 1) / plan.cols;
+  // The job captures one reference, so that std::function keeps it without
+  // allocating.
+  struct Job {
+    const MatmulPlan& plan;
+    std::vector<WorkerScratch>& workers;
+    std::atomic<int64_t> next{0};
+  } job{plan, workers_};
+  pool().run_self_scheduled([&job](int thread) {
+    for (int64_t i; (i = job.next.fetch_add(1, std::memory_order_relaxed)) < job.plan.total_chunks;)
+      job.plan.run(i, job.workers[thread]);
   });
 }
 

@@ -128,8 +128,12 @@ void FloatChunk(const MatmulChunk& c) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "kernels/cpu/target_kernels.h"
+
 namespace tandem::kernels::cpu {
 HWY_EXPORT(FloatChunk);
-void matmul_chunk_float(const MatmulChunk& c) { HWY_DYNAMIC_DISPATCH(FloatChunk)(c); }
+void resolve_matmul_float(size_t index, TargetKernels& k) {
+  k.matmul_float = dispatch_entry(HWY_DISPATCH_TABLE(FloatChunk), index);
+}
 }  // namespace tandem::kernels::cpu
 #endif

@@ -409,8 +409,12 @@ void KQuantChunk(const MatmulChunk& c) { matmul_chunk_dequant(c); }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "kernels/cpu/target_kernels.h"
+
 namespace tandem::kernels::cpu {
 HWY_EXPORT(KQuantChunk);
-void matmul_chunk_kquant(const MatmulChunk& c) { HWY_DYNAMIC_DISPATCH(KQuantChunk)(c); }
+void resolve_matmul_kquant(size_t index, TargetKernels& k) {
+  k.matmul_kquant = dispatch_entry(HWY_DISPATCH_TABLE(KQuantChunk), index);
+}
 }  // namespace tandem::kernels::cpu
 #endif

@@ -431,8 +431,12 @@ void LegacyChunk(const MatmulChunk& c) { matmul_chunk_dequant(c); }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "kernels/cpu/target_kernels.h"
+
 namespace tandem::kernels::cpu {
 HWY_EXPORT(LegacyChunk);
-void matmul_chunk_legacy(const MatmulChunk& c) { HWY_DYNAMIC_DISPATCH(LegacyChunk)(c); }
+void resolve_matmul_legacy(size_t index, TargetKernels& k) {
+  k.matmul_legacy = dispatch_entry(HWY_DISPATCH_TABLE(LegacyChunk), index);
+}
 }  // namespace tandem::kernels::cpu
 #endif

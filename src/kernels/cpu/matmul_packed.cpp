@@ -19,7 +19,6 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu/matmul_chunk.h"
@@ -38,25 +37,15 @@ namespace tandem::kernels::cpu::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 32 registers
 
-// How far ahead (bytes) the weights are prefetched into L2: the panels of a
-// chunk are one contiguous stream. 8 KB rather than 4: at 6 activation rows a
-// record's compute is ~85% of its streaming time, and the shorter lead left
-// Q4_K and Q6_K matrices ~3% slower (`Matmul/.../packed/M:6`, three alternating
-// rounds; the model's 6-row pass likewise). TANDEM_PREFETCH_PACKED overrides (0: off).
-HWY_INLINE int64_t PrefetchBytes() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("TANDEM_PREFETCH_PACKED");
-    return v ? std::atoll(v) : int64_t{8192};
-  }();
-  return bytes;
-}
+// The weights are prefetched into L2 c.prefetch_bytes ahead of use
+// (KernelConfig::prefetch_packed_bytes; 0: off).
 
 // The weights a record will read `ahead` bytes from now, prefetched into L2 in
 // `Parts` slices, one slice per step of its computation, so that requests to
-// memory keep flowing while a record computes. Issued as one burst at the start
-// of each record, they did not overlap with it: at 6 activation rows a Q4_K
-// matrix streamed from memory took its one-row time plus all of the rows'
-// compute (1.7x); spread this way 1.3x.
+// memory keep flowing while a record computes: issued as one burst at the start
+// of each record they do not overlap with its computation, and a matrix
+// streamed at several activation rows costs its streaming plus all of the rows'
+// compute (docs/decisions.md, "Prefetches spread over a record").
 template <size_t Bytes, int Parts>
 class RecordPrefetch {
  public:
@@ -177,9 +166,7 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
 // registers (two groups at once spill at 6 rows). Either way a group is one
 // integer chain in the same order and the float steps come in the same order,
 // so results are bit-identical. Every loop over the tile's rows is unrolled:
-// one that was not (a chain's starting values) kept the chains in memory and
-// cost a third of the kernel's speed at 6 rows (2.1 -> 1.7 ns per 256 weights
-// and row in L2).
+// one that is not keeps the chains in memory instead of registers.
 template <int R>
 HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
                            int64_t prefetch, float* y, int64_t ldy) {
@@ -399,7 +386,7 @@ HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, con
 // while it is in L1/L2 (the first tile prefetches the stream ahead).
 void PackedChunk(const MatmulChunk& c) {
   const int64_t nsb = c.K / packed_record_elements(c.type);  // records per panel
-  const int64_t prefetch = PrefetchBytes();
+  const int64_t prefetch = c.prefetch_bytes;
   // The stream's first `prefetch` bytes up front; then each record fetches the
   // bytes that far ahead of it.
   const uint8_t* first = packed_panel(c.packed, c.type, c.K, c.n0 / kPanelRows);
@@ -427,7 +414,7 @@ void PackedChunk(const MatmulChunk& c) {
 
 bool PackedAvailable() { return true; }
 #else
-void PackedChunk(const MatmulChunk&) {}  // never sent here: packed_kernel_available()
+void PackedChunk(const MatmulChunk&) {}  // never called: PackedAvailable() is false
 bool PackedAvailable() { return false; }
 #endif  // HWY_TARGET == HWY_AVX3_DL
 
@@ -435,10 +422,14 @@ bool PackedAvailable() { return false; }
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "kernels/cpu/target_kernels.h"
+
 namespace tandem::kernels::cpu {
 HWY_EXPORT(PackedChunk);
 HWY_EXPORT(PackedAvailable);
-void matmul_chunk_packed(const MatmulChunk& c) { HWY_DYNAMIC_DISPATCH(PackedChunk)(c); }
-bool packed_kernel_available() { return HWY_DYNAMIC_DISPATCH(PackedAvailable)(); }
+void resolve_matmul_packed(size_t index, TargetKernels& k) {
+  const bool available = dispatch_entry(HWY_DISPATCH_TABLE(PackedAvailable), index)();
+  k.matmul_packed = available ? dispatch_entry(HWY_DISPATCH_TABLE(PackedChunk), index) : nullptr;
+}
 }  // namespace tandem::kernels::cpu
 #endif

@@ -1,9 +1,10 @@
 // Repacking Q4_K, Q6_K and legacy rows into the 16-row panels of packed_layout.h. Runs
-// once per matrix at load, so it favours plain code over speed (about 1 GB/s).
+// once per matrix at load, so it favours plain code over speed.
 #include <cstddef>
 #include <cstring>
 
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/target_kernels.h"
 #include "kernels/quant_blocks.h"
 
 namespace tandem::kernels::cpu {
@@ -151,11 +152,16 @@ void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int6
   }
 }
 
-AlignedVector<uint8_t> pack_matrix(const TensorView& W, ThreadPool& pool) {
+bool packed_kernel_available(int64_t target) {
+  const TargetKernels& k = target == 0 ? best_target_kernels() : target_kernels(target);
+  return k.matmul_packed != nullptr;
+}
+
+AlignedVector<uint8_t> pack_matrix(const TensorView& W, int64_t target, ThreadPool& pool) {
   const size_t record = packed_record_bytes(W.type);
   const int64_t K = W.ne(0), N = W.ne(1);
   if (record == 0 || W.shape.size() != 2 || N % kPanelRows != 0 ||
-      K % packed_record_elements(W.type) != 0 || !packed_kernel_available())
+      K % packed_record_elements(W.type) != 0 || !packed_kernel_available(target))
     return {};
   const size_t panel_bytes = static_cast<size_t>(K / packed_record_elements(W.type)) * record;
   AlignedVector<uint8_t> out(static_cast<size_t>(N / kPanelRows) * panel_bytes);

@@ -44,7 +44,8 @@
 //
 // Records are multiples of 64 bytes, so with a 64-byte aligned buffer every
 // vector load stays in one cache line. The packed matrix holds the same
-// information as the file (Q4_K's 6-bit scales take a byte each: +2.8%; Q6_K +1%).
+// information as the file, a few percent larger (Q4_K's 6-bit scales take a
+// byte each).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -94,10 +95,11 @@ void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int6
                  int64_t p1, uint8_t* out);
 
 // W packed (in parallel), or empty when W's type or shape has no packed layout
-// or this machine's kernel does not read it.
-AlignedVector<uint8_t> pack_matrix(const TensorView& W, ThreadPool& pool);
+// or the matmul of `target` (0: this CPU's best) does not read it.
+AlignedVector<uint8_t> pack_matrix(const TensorView& W, int64_t target, ThreadPool& pool);
 
-// Whether this machine's matmul uses the packed layout (AVX-512 VNNI).
-bool packed_kernel_available();
+// Whether the matmul of `target` (0: this CPU's best) uses the packed layout
+// (AVX-512 VNNI).
+bool packed_kernel_available(int64_t target = 0);
 
 }  // namespace tandem::kernels::cpu

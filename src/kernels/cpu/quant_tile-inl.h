@@ -33,13 +33,13 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/activations.h"
 #include "kernels/cpu/matmul_chunk.h"
 #include "kernels/cpu/simd_dot-inl.h"
+#include "kernels/cpu/worker_scratch.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
@@ -61,17 +61,8 @@ HWY_INLINE void ToChunkLayout(const uint8_t* natural, uint8_t* chunk) {
 }
 
 // ---------------------------------------------------------------------------
-// Portable form: one weight row unpacked, reused across calls.
-struct UnpackedRow {
-  AlignedVector<uint8_t> codes;  // Kp, chunk layout
-  AlignedVector<float> a, b;     // Kp / 16
-  void resize(int64_t Kp) {
-    if (static_cast<int64_t>(codes.size()) == Kp) return;
-    codes.assign(Kp, 0);
-    a.assign(Kp / kGroup, 0.0f);
-    b.assign(Kp / kGroup, 0.0f);
-  }
-};
+// Portable form: one weight row unpacked into the thread's UnpackedRow
+// (worker_scratch.h), reused across the columns of a chunk.
 
 HWY_INLINE float DotUnpacked(const UnpackedRow& w, const QActs& x, int m) {
   const hn::CappedTag<int32_t, kGroupsPerChunk> di32;  // a chunk's groups: 1, 2 or 4 vectors
@@ -103,7 +94,7 @@ HWY_INLINE float DotUnpacked(const UnpackedRow& w, const QActs& x, int m) {
 // takes its dot product with it.
 template <class Unpack>
 HWY_INLINE void PortableColumns(const MatmulChunk& c, const Unpack& unpack) {
-  static thread_local UnpackedRow row;
+  UnpackedRow& row = c.scratch->unpacked;
   row.resize(c.acts->Kp);
   for (int64_t n = c.n0; n < c.n1; ++n) {
     unpack(c.w + n * c.row_bytes, row);
@@ -139,16 +130,6 @@ struct RowShape {
 constexpr int kMaxTile = 8;        // activation rows per register tile
 constexpr int kPairedRows = 2;     // tiles of at most this many rows take two columns at a time
 constexpr int kBlocksPerHalf = 4;  // legacy blocks that a HalfRegs tail holds
-
-// How far ahead (bytes) TileColumns prefetches the weights: 6 KiB measured best
-// on Zen 4 (1-2 threads); TANDEM_PREFETCH overrides it for tuning (0: off).
-HWY_INLINE int64_t PrefetchBytes() {
-  static const int64_t bytes = [] {
-    const char* v = std::getenv("TANDEM_PREFETCH");
-    return v ? std::atoll(v) : int64_t{6144};
-  }();
-  return bytes;
-}
 
 // 16 int32 lanes from f(lane).
 template <class F>
@@ -236,8 +217,8 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
   // Software prefetch (into L2) of the weight row `ahead` columns on, the lines
   // that start within each chunk: neither the out-of-order window nor the
   // hardware prefetchers keep enough cache misses in flight to stream the
-  // weights from DRAM at full speed (measured on Zen 4: 1.5-2x).
-  const int64_t distance = PrefetchBytes();
+  // weights from DRAM at full speed (docs/decisions.md, "Software prefetch").
+  const int64_t distance = c.prefetch_bytes;  // KernelConfig::prefetch_bytes (0: off)
   const int64_t ahead =
       distance == 0 ? 0 : std::max<int64_t>(C, (distance + c.row_bytes - 1) / c.row_bytes);
   const int64_t prefetch_stride = static_cast<int64_t>(ahead * c.row_bytes);

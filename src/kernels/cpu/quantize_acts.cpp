@@ -68,9 +68,9 @@ HWY_INLINE BlockScale ScaleOf(const float* x, int block) {
 // A whole 256-element chunk with 16 lanes: group j's codes are computed as one
 // vector (the same operations as QuantizeGroup) and the chunk layout is a
 // transposition of 128-bit lanes (granule k of groups 4G..4G+3 into bytes
-// 64k + 16G..); the group sums come from the transposed codes. Group by group,
-// with a horizontal sum and four 4-byte copies each, quantizing the 6 rows of a
-// verify pass took 1.6 ms of its 48 on one thread while the other waited.
+// 64k + 16G..); the group sums come from the transposed codes. (Group by group,
+// a horizontal sum and four 4-byte copies each, is slow enough to matter: it
+// runs on one thread while the other waits.)
 // id[j]: the inverse scale of group j's block.
 HWY_INLINE void QuantizeChunk16(const float* x, const float* id, int8_t* q, float* gsum) {
   __m512i sums[4];
@@ -108,7 +108,7 @@ HWY_INLINE void QuantizeChunk16(const float* x, const float* id, int8_t* q, floa
 
 // The derived sums of all groups of all rows (activations.h): per 32 elements
 // the sum of the codes, and for block 256 -32 times each group's sum, as
-// vectors (scalar loops over every group were ~6% of a call).
+// vectors.
 void DerivedSums(QActs* out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -171,13 +171,20 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "core/error.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace tandem::kernels::cpu {
 
 HWY_EXPORT(QuantizeActs);
 HWY_EXPORT(DerivedSums);
 
-void quantize_acts(const float* x, int M, int64_t K, int block, QActs& out) {
+void resolve_quantize_acts(size_t index, TargetKernels& k) {
+  k.quantize_acts = dispatch_entry(HWY_DISPATCH_TABLE(QuantizeActs), index);
+  k.derived_sums = dispatch_entry(HWY_DISPATCH_TABLE(DerivedSums), index);
+}
+
+void quantize_acts(const TargetKernels& fn, const float* x, int M, int64_t K, int block,
+                   QActs& out) {
   check(block == 32 || block == 256, "quantize_acts: block size {} is not 32 or 256", block);
   check(K > 0 && K % block == 0, "quantize_acts: row length {} is not a multiple of {}", K,
         block);
@@ -198,10 +205,10 @@ void quantize_acts(const float* x, int M, int64_t K, int block, QActs& out) {
       std::fill(out.gd.begin() + g0, out.gd.begin() + g1, 0.0f);
     }
   }
-  HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, M, K, &out);
+  fn.quantize_acts(x, M, K, &out);
   out.sum32.resize(groups / 2);
   if (block == 256) out.q6_offset.resize(groups);
-  HWY_DYNAMIC_DISPATCH(DerivedSums)(&out);
+  fn.derived_sums(&out);
 }
 
 }  // namespace tandem::kernels::cpu

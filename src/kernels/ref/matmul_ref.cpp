@@ -8,8 +8,9 @@
 
 namespace tandem::kernels::ref {
 
-void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& pool) {
+void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& pool, int64_t ldy) {
   const int64_t K = W.ne(0), N = W.ne(1);
+  const size_t stride = static_cast<size_t>(ldy > 0 ? ldy : N);
   pool.parallel_for(N, [&](int64_t n0, int64_t n1, int) {
     std::vector<float> w(static_cast<size_t>(K));
     for (int64_t n = n0; n < n1; ++n) {
@@ -18,7 +19,7 @@ void matmul(const TensorView& W, const float* x, int M, float* y, ThreadPool& po
         const float* xm = x + static_cast<size_t>(m) * K;
         float sum = 0.0f;
         for (int64_t k = 0; k < K; ++k) sum += w[k] * xm[k];
-        y[static_cast<size_t>(m) * N + n] = sum;
+        y[static_cast<size_t>(m) * stride + n] = sum;
       }
     }
   });

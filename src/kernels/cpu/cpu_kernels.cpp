@@ -1,0 +1,36 @@
+// CpuKernels' construction (target and scratch, once) and the stateless entry
+// points on the best target.
+#include "kernels/cpu/cpu_kernels.h"
+
+#include "core/error.h"
+#include "kernels/cpu/attention_job.h"
+
+namespace tandem::kernels::cpu {
+
+CpuKernels::CpuKernels(const KernelConfig& config, ThreadPool& pool, const KernelLimits& limits)
+    : Kernels(pool, limits),
+      fn_(target_kernels(config.simd_target)),
+      prefetch_bytes_(config.prefetch_bytes),
+      prefetch_packed_bytes_(config.prefetch_packed_bytes),
+      workers_(pool.size()) {
+  q8_.reserve(limits.max_rows, limits.max_k, 32);
+  q8k_.reserve(limits.max_rows, limits.max_k, 256);
+  for (auto& w : workers_)
+    w.reserve(limits.max_k, limits.head_dim, limits.max_group, kKeyBlock, kAttentionTile);
+}
+
+void CpuKernels::rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+                      RopeStyle style) {
+  check(head_dim % 2 == 0, "rope: head_dim {} must be even", head_dim);
+  fn_.rope(x, n_heads, head_dim, cos, sin, style);
+}
+
+void f32_to_f16_row(const float* x, void* out, int64_t n) {
+  best_target_kernels().f32_to_f16(x, static_cast<uint8_t*>(out), n);
+}
+
+int argmax(const float* x, int n) { return best_target_kernels().argmax(x, n); }
+
+const char* simd_target_name() { return best_target_kernels().name; }
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,60 @@
+// The entry points of the SIMD CPU kernels compiled for one Highway target,
+// looked up once in the tables HWY_EXPORT makes (instead of a dynamic dispatch
+// per call): a CpuKernels object holds one set and calls through it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/activations.h"
+#include "kernels/cpu/matmul_chunk.h"
+#include "kernels/kernels.h"
+
+namespace tandem::kernels::cpu {
+
+struct AttentionJob;
+struct WorkerScratch;
+
+struct TargetKernels {
+  int64_t target = 0;  // the Highway target bit, e.g. HWY_AVX3_DL
+  const char* name = "";
+  // Matmul pieces (matmul_chunk.h); matmul_packed is null where the target has
+  // no kernel for the packed layout.
+  void (*matmul_float)(const MatmulChunk&) = nullptr;
+  void (*matmul_legacy)(const MatmulChunk&) = nullptr;
+  void (*matmul_kquant)(const MatmulChunk&) = nullptr;
+  void (*matmul_packed)(const MatmulChunk&) = nullptr;
+  // Activation quantization (activations.h): the codes, scales and group sums
+  // of M rows, then the derived sums of out->gsum.size() groups.
+  void (*quantize_acts)(const float* x, int M, int64_t K, QActs* out) = nullptr;
+  void (*derived_sums)(QActs* out) = nullptr;
+  // Attention jobs [j0, j1) of one call (attention_cpu.cpp).
+  void (*attend)(const AttentionJob& job, int64_t j0, int64_t j1, WorkerScratch& scratch) = nullptr;
+  void (*rmsnorm)(const float* x, const float* w, int n, float eps, float* out) = nullptr;
+  void (*swiglu)(const float* gate, const float* up, int n, float* out) = nullptr;
+  void (*add_inplace)(float* x, const float* b, int n) = nullptr;
+  void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+               RopeStyle style) = nullptr;
+  int (*argmax)(const float* x, int n) = nullptr;
+  void (*f32_to_f16)(const float* x, uint8_t* out, int64_t n) = nullptr;
+};
+
+// The kernels of `target` (one Highway target bit, or 0 for the best this CPU
+// supports). Throws tandem::Error for a target this build did not compile or
+// this CPU does not support.
+TargetKernels target_kernels(int64_t target);
+// The best target's kernels, looked up on first use: for the stateless entry
+// points used outside a model's forward pass (the sampler's argmax, the KV
+// cache's F16 conversion, packing at load).
+const TargetKernels& best_target_kernels();
+
+// Each kernel file's share of a TargetKernels: its functions' entries at
+// `index` of their HWY_EXPORT tables (the index target_kernels computes).
+void resolve_matmul_float(size_t index, TargetKernels& k);
+void resolve_matmul_legacy(size_t index, TargetKernels& k);
+void resolve_matmul_kquant(size_t index, TargetKernels& k);
+void resolve_matmul_packed(size_t index, TargetKernels& k);
+void resolve_quantize_acts(size_t index, TargetKernels& k);
+void resolve_attention(size_t index, TargetKernels& k);
+void resolve_elementwise(size_t index, TargetKernels& k);
+
+}  // namespace tandem::kernels::cpu

@@ -1,0 +1,40 @@
+// Every buffer a forward pass of the transformer works in, allocated once when
+// the transformer is made, for passes of at most max_tokens positions (longer
+// batches are run in passes of that size). Nothing is allocated while a pass
+// runs. Rows are row-major, one per position of the pass; the buffers are
+// cache-line aligned so that the kernels' vector loads and stores of a row do
+// not straddle two lines. The kernels' own scratch belongs to their Kernels
+// object (kernels.h), sized for the same passes.
+#pragma once
+#include <vector>
+
+#include "core/aligned.h"
+#include "model/config.h"
+
+namespace tandem {
+
+// The positions of one slot in a pass: rows [begin, end).
+struct SlotRun {
+  int slot, begin, end;
+};
+
+struct ForwardState {
+  ForwardState(const ModelConfig& c, int max_tokens);
+
+  int max_tokens;
+  AlignedVector<float> x;         // (max_tokens, d_model) the residual stream
+  AlignedVector<float> xn;        // (max_tokens, d_model) a block's normalised input
+  AlignedVector<float> q;         // (max_tokens, n_heads * head_dim)
+  AlignedVector<float> k;         // (max_tokens, n_kv_heads * head_dim)
+  AlignedVector<float> v;         // (max_tokens, n_kv_heads * head_dim)
+  AlignedVector<float> attn;      // (max_tokens, n_heads * head_dim) attention output
+  AlignedVector<float> gate;      // (max_tokens, d_ff)
+  AlignedVector<float> up;        // (max_tokens, d_ff)
+  AlignedVector<float> hidden;    // (max_tokens, d_ff) silu(gate) * up
+  AlignedVector<float> out;       // (max_tokens, d_model) a block's output, before the residual add
+  AlignedVector<float> rope_cos;  // (max_tokens, head_dim / 2) each position's rotation
+  AlignedVector<float> rope_sin;  // (max_tokens, head_dim / 2)
+  std::vector<SlotRun> runs;      // (at most max_tokens) the slots' runs of the pass
+};
+
+}  // namespace tandem

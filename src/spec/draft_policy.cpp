@@ -1,0 +1,186 @@
+#include "spec/draft_policy.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "spec/draft_hints.h"
+
+namespace tandem {
+
+DraftPolicy::DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTuning tuning)
+    : drafter_(drafter),
+      hints_(drafter ? drafter->cost_hints() : nullptr),
+      opt_(opt),
+      tuning_(tuning) {
+  check(opt_.k >= 1, "draft length K must be >= 1, got {}", opt_.k);
+  check(opt_.k <= kMaxDraft, "draft length K must be <= {}, got {}", kMaxDraft, opt_.k);
+  if (hints_) costs_.set_draft_prior(hints_->relative_cost());
+}
+
+DraftPolicy::RequestState& DraftPolicy::state(int id) {
+  return requests_.try_emplace(id, RequestState{AcceptanceEstimate(tuning_.acceptance_fade)})
+      .first->second;
+}
+
+double DraftPolicy::acceptance(int id) const {
+  auto it = requests_.find(id);
+  return it != requests_.end() ? it->second.acceptance.alpha()
+                               : AcceptanceEstimate(tuning_.acceptance_fade).alpha();
+}
+
+void DraftPolicy::forget(int id) { requests_.erase(id); }
+
+int DraftPolicy::cap(const RoundRequest& r) const {
+  return drafter_ ? std::max(0, std::min(opt_.k, r.room)) : 0;
+}
+
+std::vector<int> DraftPolicy::k_choices() const {
+  std::vector<int> choices;
+  if (opt_.adaptive) {
+    for (int c = 1; c <= opt_.k; ++c) choices.push_back(c);
+  } else {
+    choices.push_back(opt_.k);
+  }
+  return choices;
+}
+
+bool DraftPolicy::stops_early() const {
+  return opt_.adaptive && drafter_ && !drafter_->free_proposals();
+}
+
+double DraftPolicy::catch_up_ms(const DraftContext& ctx) const {
+  if (!hints_) return 0;
+  const double measured = hints_->catch_up_ms(ctx);
+  return measured > 0 ? measured : costs_.draft_catch_up_prior_ms(hints_->catch_up_tokens(ctx));
+}
+
+std::vector<int> DraftPolicy::plan(std::span<const RoundRequest> round) {
+  std::vector<int> k(round.size(), 0);
+  if (!drafter_) return k;
+  std::vector<DraftCandidate> batch;
+  for (const RoundRequest& r : round) {
+    const RequestState& st = state(r.ctx.id);
+    double alpha = st.acceptance.alpha();
+    if (st.acceptance.judged() < tuning_.min_judged) alpha = std::max(alpha, tuning_.probe_alpha);
+    batch.push_back({alpha, r.pending, cap(r), catch_up_ms(r.ctx), r.remaining});
+  }
+  // Fixed K without opting out; or free proposals, trimmed after the lookup
+  // (trim() does that): the caps themselves.
+  if ((!opt_.adaptive && !opt_.opt_out) || drafter_->free_proposals()) {
+    for (size_t i = 0; i < round.size(); ++i) k[i] = batch[i].cap;
+    return k;
+  }
+  // Costs are learned from the rounds themselves: first a plain round of this
+  // batch; then, if drafting may pay, one round in which one request drafts a
+  // few tokens, to measure a draft step and a verify pass; then the
+  // measurements decide. "May pay" is read hopefully: the drafter's prior for
+  // its step and catch-up, and verify passes of more positions no dearer than
+  // the measured one (the floored reading prices a few extra positions at their
+  // costliest, and a slow prefill, as under a sanitizer, would then rule out
+  // drafting where it pays).
+  int pending = 0;
+  for (const auto& c : batch) pending += c.pending;
+  if (!costs_.has_verify(pending)) return k;
+  if (costs_.verify_points() < 2 || !costs_.has_draft_step()) {
+    k = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Hopeful);
+    bool first = true;
+    for (size_t i = 0; i < round.size(); ++i)
+      if (k[i] > 0) {
+        k[i] = first ? std::min(batch[i].cap, tuning_.explore_draft) : 0;
+        first = false;
+      }
+    return k;
+  }
+  k = choose_draft_lengths(batch, k_choices(), costs_);
+  // Drafting step by step, a request may draft up to its cap: the early stop
+  // (draft_stop) ends each draft where it stops paying.
+  if (stops_early())
+    for (size_t i = 0; i < round.size(); ++i)
+      if (k[i] > 0) k[i] = batch[i].cap;
+  add_probes(round, batch, k);
+  return k;
+}
+
+void DraftPolicy::add_probes(std::span<const RoundRequest> round,
+                             const std::vector<DraftCandidate>& batch, std::vector<int>& k) {
+  // Without a probe now and then the estimate could never recover when the
+  // text turns predictable; one token is the cheapest trial. One probe a round,
+  // the most overdue request's: requests admitted together come due together,
+  // and each judged alone would be worth a probe.
+  int probe = -1, most_overdue = -1;  // rounds past its wait (negative: not due)
+  for (size_t i = 0; i < round.size(); ++i) {
+    RequestState& st = state(round[i].ctx.id);
+    if (k[i] > 0) {
+      st.failed_probes = 0;  // drafting pays (again)
+      continue;
+    }
+    const int wait = tuning_.probe_every << std::min(st.failed_probes, tuning_.max_probe_backoff);
+    const int overdue = st.rounds_since_draft - wait;
+    if (overdue <= most_overdue || batch[i].cap <= 0) continue;
+    probe = static_cast<int>(i);
+    most_overdue = overdue;
+  }
+  if (probe < 0) return;
+  auto hopeful = batch;
+  hopeful[probe].alpha = std::max(hopeful[probe].alpha, tuning_.probe_alpha);
+  if (choose_draft_lengths(hopeful, k_choices(), costs_)[probe] == 0) return;
+  state(round[probe].ctx.id).failed_probes++;
+  k[probe] = 1;
+}
+
+std::unique_ptr<CostAwareStop> DraftPolicy::draft_stop(std::span<const RoundRequest> round,
+                                                       std::span<const int> k) {
+  if (!stops_early() || recent_ms_ <= 0 || costs_.verify_points() < 2) return nullptr;
+  std::vector<double> next_alpha;
+  int positions = 0, drafting = 0;
+  for (size_t i = 0; i < round.size(); ++i) {
+    next_alpha.push_back(state(round[i].ctx.id).acceptance.alpha());
+    positions += round[i].pending;
+    drafting += k[i] > 0;
+  }
+  return std::make_unique<CostAwareStop>(calibration_, costs_, std::move(next_alpha), positions,
+                                         drafting, recent_tokens_ / recent_ms_);
+}
+
+void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& drafts,
+                       const CostAwareStop* stop) {
+  const bool trim_free = drafter_ && drafter_->free_proposals() &&
+                         (opt_.adaptive || opt_.opt_out) && costs_.verify_points() >= 2;
+  if (trim_free) {
+    std::vector<DraftCandidate> batch;
+    for (size_t i = 0; i < round.size(); ++i) {
+      const Draft& d = drafts[i];
+      const double alpha = d.alpha >= 0 ? d.alpha : state(round[i].ctx.id).acceptance.alpha();
+      batch.push_back({alpha, round[i].pending, static_cast<int>(d.tokens.size())});
+    }
+    auto keep = choose_draft_lengths(batch, k_choices(), costs_);
+    add_probes(round, batch, keep);
+    for (size_t i = 0; i < round.size(); ++i) drafts[i].tokens.resize(keep[i]);
+  }
+  if (stop) stop->trim(drafts);
+}
+
+void DraftPolicy::record_prefill(int tokens, double ms) {
+  if (tokens >= tuning_.prefill_sample) costs_.record_prefill(tokens, ms);
+}
+
+void DraftPolicy::record_verdict(int id, const Draft& draft, int accepted) {
+  RequestState& st = state(id);
+  const int drafted = static_cast<int>(draft.tokens.size());
+  if (drafted == 0) {
+    st.rounds_since_draft++;
+    return;
+  }
+  st.acceptance.update(accepted, accepted < drafted);
+  calibration_.record(draft, accepted);
+  st.rounds_since_draft = 0;
+}
+
+void DraftPolicy::record_round(const RoundCosts& r) {
+  costs_.record_verify(r.positions, r.verify_ms);
+  if (r.step_ms >= 0) costs_.record_draft_step(r.drafting, r.step_ms);
+  recent_tokens_ = tuning_.recent_fade * recent_tokens_ + r.emitted;
+  recent_ms_ = tuning_.recent_fade * recent_ms_ + r.total_ms;
+}
+
+}  // namespace tandem

@@ -1,0 +1,152 @@
+// The draft policy: how many tokens each request drafts in a round, and what the
+// engine learns from every round to choose better next time. The speculative
+// runner (speculative_runner.h) does the round's mechanics; every decision about
+// draft lengths is made here:
+//  - plan: fixed K, or adaptive (spec/adaptive_k.h: the lengths that maximise
+//    expected tokens per millisecond from each request's acceptance estimate and
+//    the measured costs), with one exploring round to measure costs first;
+//  - probes: a request whose drafts stopped paying tries one drafted token now
+//    and then, ever more rarely while the probes keep failing, one a round;
+//  - the early stop (spec/draft_stop.h) of a draft model's drafts, and the
+//    trimming of free (n-gram) proposals to the part worth verifying;
+//  - learning: the costs of verify passes, draft steps and prefill chunks, each
+//    request's acceptance, the draft's confidence calibration, the recent rate.
+#pragma once
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "spec/adaptive_k.h"
+#include "spec/draft_context.h"
+#include "spec/draft_stop.h"
+#include "spec/drafter.h"
+
+namespace tandem {
+
+constexpr int kMaxDraft = 32;  // the longest draft a round may verify
+
+struct SpecOptions {
+  int k = 5;              // draft length; with adaptive, the most it may choose
+  bool adaptive = false;  // choose K per round and per request (spec/adaptive_k.h)
+  // With a fixed K: stop drafting for requests whose measured acceptance makes
+  // speculation slower than plain decoding, given the batch (they resume when
+  // the estimate, which fades back towards its prior, says drafting pays again).
+  bool opt_out = true;
+};
+
+// The policy's constants. docs/decisions.md gives the measurements behind them.
+struct DraftPolicyTuning {
+  // A request that stopped drafting tries one drafted token after probe_every
+  // rounds; each probe after which drafting still does not pay doubles the wait,
+  // up to probe_every << max_probe_backoff rounds, so text that stays
+  // unpredictable is probed ever more rarely (a probe costs a verified position,
+  // and a draft model must first catch up on the tokens it missed).
+  int probe_every = 16;
+  int max_probe_backoff = 4;
+  // Probes are sent only where drafting would pay at this acceptance: when the
+  // cost of drafting (a slow draft, a big batch) and not the acceptance stops a
+  // request, a probe could not change the decision.
+  double probe_alpha = 0.9;
+  // A request's first rounds draft as if its acceptance were probe_alpha until
+  // this many drafts were judged: one rejection on the first token says little,
+  // and must not stop drafting until the next probe.
+  double min_judged = 8;
+  // The round that first measures a draft step drafts this many tokens (or the
+  // cap, if lower) for one request: enough to time steady draft steps and a
+  // verify pass over a few positions; beyond them the cost model extrapolates.
+  // One request only: all requests drafting at once before any cost is known
+  // can be a verify pass as long as many plain rounds.
+  int explore_draft = 4;
+  // Each request's acceptance estimate keeps this weight per judged draft (a
+  // window of about 30): a short window reads a few unlucky rounds as a change
+  // of text and stops drafting where acceptance is high on the whole.
+  double acceptance_fade = 0.97;
+  // The recent rate (tokens and milliseconds of the last rounds) fades by this
+  // per round: a window of about ten rounds.
+  double recent_fade = 0.9;
+  // Prefill chunks of at least this many tokens are compute-bound: their cost
+  // per position bounds what each further verified position costs.
+  int prefill_sample = 32;
+};
+
+// What the policy is told of one request in a round.
+struct RoundRequest {
+  DraftContext ctx;  // ctx.id keys the policy's state for the request
+  int pending = 1;   // tokens the verify pass feeds besides drafts (usually 1)
+  int room = 0;      // the most it may draft by its limits (token limit, KV room); 0: none
+  int remaining = 1;  // tokens it may still generate
+};
+
+// Measurements of one finished round.
+struct RoundCosts {
+  int positions = 0;       // positions the verify pass fed
+  double verify_ms = 0;    // that pass alone
+  int drafting = 0;        // requests that were to draft
+  double step_ms = -1;     // a steady draft step (negative: none measured)
+  int emitted = 0;         // tokens the round emitted, all requests together
+  double total_ms = 0;     // the whole round
+};
+
+class DraftPolicy {
+ public:
+  // drafter may be null (plain decoding: every length is 0).
+  DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTuning tuning = {});
+
+  // Draft lengths for this round (0: a plain decode step), within each request's
+  // room and K. Counts the probes of requests that stopped drafting.
+  std::vector<int> plan(std::span<const RoundRequest> round);
+  // With -k auto and a drafter that drafts step by step: the rule that stops
+  // each request's draft when one more token no longer pays (null: none yet).
+  std::unique_ptr<CostAwareStop> draft_stop(std::span<const RoundRequest> round,
+                                            std::span<const int> k);
+  // After drafting: free proposals are cut to the part worth verifying (probes
+  // included), greedy drafts lose trailing tokens `stop` says cost more to
+  // verify than they add.
+  void trim(std::span<const RoundRequest> round, std::vector<Draft>& drafts,
+            const CostAwareStop* stop);
+
+  // Learning from what happened.
+  void record_prefill(int tokens, double ms);
+  // One request's round: `draft` as verified, its first `accepted` tokens kept.
+  void record_verdict(int id, const Draft& draft, int accepted);
+  void record_round(const RoundCosts& round);
+  // The request finished: drop its state.
+  void forget(int id);
+
+  const CostModel& costs() const { return costs_; }
+  const SpecOptions& options() const { return opt_; }
+  const DraftPolicyTuning& tuning() const { return tuning_; }
+  // A request's acceptance estimate (its prior before any verdict).
+  double acceptance(int id) const;
+
+ private:
+  struct RequestState {
+    AcceptanceEstimate acceptance;
+    int rounds_since_draft = 0;  // decode rounds since it last had drafts verified
+    int failed_probes = 0;       // probes in a row after which drafting still did not pay
+  };
+  RequestState& state(int id);
+  int cap(const RoundRequest& r) const;
+  std::vector<int> k_choices() const;
+  bool stops_early() const;
+  // The drafter's catch-up cost for a request: measured rate, or the prior.
+  double catch_up_ms(const DraftContext& ctx) const;
+  // After the lengths for `batch` are chosen: a request that stopped drafting
+  // gets a one-token probe now and then (see DraftPolicyTuning::probe_every).
+  void add_probes(std::span<const RoundRequest> round, const std::vector<DraftCandidate>& batch,
+                  std::vector<int>& k);
+
+  const Drafter* drafter_;
+  const DraftCostHints* hints_;
+  SpecOptions opt_;
+  DraftPolicyTuning tuning_;
+  CostModel costs_;
+  ConfidenceCalibration calibration_;
+  std::unordered_map<int, RequestState> requests_;
+  // Tokens emitted and milliseconds spent by recent rounds (fading sums): the
+  // rate a drafted token's cost is weighed against.
+  double recent_tokens_ = 0, recent_ms_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,46 @@
+// Counters of one request's generation, filled by the speculative runner as it
+// prefills and decodes, and reported with the result.
+#pragma once
+
+namespace tandem {
+
+// Times in milliseconds.
+struct RequestStats {
+  int n_prompt = 0;
+  int n_generated = 0;
+  int rounds = 0;          // target forward passes after the prefill (decode steps or verifies)
+  int spec_rounds = 0;     // rounds that verified at least one drafted token
+  int drafted = 0;         // drafted tokens proposed to the target
+  // Drafted tokens the target accepted that are part of the output (a request
+  // that ends inside a round leaves the rest of an accepted draft unused).
+  int accepted = 0;
+  int rejections = 0;      // rounds that ended by rejecting a draft
+  double prefill_ms = 0, decode_ms = 0;
+  double draft_ms = 0, verify_ms = 0;  // decode_ms = draft_ms + verify_ms + the rest
+  double spec_verify_ms = 0;           // the part of verify_ms in rounds with drafts
+
+  // One decode round of this request: `n_drafted` tokens verified, `n_kept` of
+  // them accepted into the output, the draft rejected or not; the round's
+  // drafting and verifying took draft_ms and verify_ms.
+  void add_round(int n_drafted, int n_kept, bool rejected, double round_draft_ms,
+                 double round_verify_ms) {
+    rounds++;
+    if (n_drafted > 0) {
+      spec_rounds++;
+      drafted += n_drafted;
+      accepted += n_kept;
+      rejections += rejected;
+      spec_verify_ms += round_verify_ms;
+    }
+    draft_ms += round_draft_ms;
+    verify_ms += round_verify_ms;
+  }
+
+  double acceptance_rate() const { return drafted ? double(accepted) / drafted : 0.0; }
+  // Tokens emitted per round after the prefill (1 for plain decoding).
+  double tokens_per_round() const {
+    return rounds ? double(n_generated > 0 ? n_generated - 1 : 0) / rounds : 0.0;
+  }
+};
+
+}  // namespace tandem

@@ -1,0 +1,165 @@
+#include "spec/speculative_runner.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "spec/verifier.h"
+
+namespace tandem {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+SpeculativeRunner::SpeculativeRunner(Transformer& target, KVCache& cache, Drafter* drafter,
+                                     SpecOptions opt)
+    : target_(target), cache_(cache), drafter_(drafter), policy_(drafter, opt) {}
+
+VerifyExtras SpeculativeRunner::extras(const Generation& seq) {
+  return {seq.constraint(), seq.top_logprobs(), &logprobs_};
+}
+
+void SpeculativeRunner::prefill(const std::vector<std::pair<Generation*, int>>& chunks) {
+  batch_.clear();
+  std::vector<Generation*> completed;
+  int fed = 0;
+  for (auto [s, n] : chunks) {
+    const int have = cache_.length(s->target_slot);
+    check(n > 0 && have + n <= s->prefill_end(), "prefill: sequence {} cannot take {} tokens",
+          s->id(), n);
+    // Only a new request samples at the end of its prefill; a recomputed one
+    // (after preemption) already has its next token.
+    const bool sample = have + n == s->prefill_end() && s->n_generated() == 0;
+    batch_.add_sequence(s->target_slot, s->tokens().data() + have, n, have, false, sample);
+    if (sample) completed.push_back(s);
+    fed += n;
+  }
+  if (fed == 0) return;
+  const int V = target_.vocab_size();
+  resize_scratch(logits_, completed.size() * size_t(V));
+  const auto t0 = Clock::now();
+  target_.forward(batch_, cache_, logits_.data());
+  const double ms = ms_since(t0);
+  policy_.record_prefill(fed, ms);
+  for (auto [s, n] : chunks) s->stats().prefill_ms += ms;
+  // A new request's first token: a verification of an empty draft.
+  for (size_t i = 0; i < completed.size(); ++i) {
+    Generation& s = *completed[i];
+    const Verdict v =
+        verify_draft(&logits_[i * V], V, Draft{}, s.sampling(), s.tokens(), s.rng(), extras(s));
+    s.accept({v.token, false, logprobs_.empty() ? nullptr : &logprobs_[0]});
+  }
+}
+
+std::vector<RoundRequest> SpeculativeRunner::describe(const std::vector<Generation*>& seqs) const {
+  std::vector<RoundRequest> round;
+  round.reserve(seqs.size());
+  for (Generation* s : seqs) {
+    const int len = static_cast<int>(s->tokens().size());
+    // A round emits up to K + 1 tokens and writes K + 1 cache positions.
+    const int room = std::min(s->remaining() - 1, cache_.capacity(s->target_slot) - len);
+    round.push_back({s->draft_context(), len - cache_.length(s->target_slot),
+                     s->speculate() ? std::max(room, 0) : 0, s->remaining()});
+  }
+  return round;
+}
+
+std::vector<int> SpeculativeRunner::plan(const std::vector<Generation*>& seqs) {
+  return policy_.plan(describe(seqs));
+}
+
+void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const std::vector<int>& k) {
+  if (seqs.empty()) return;
+  const auto t0 = Clock::now();
+  const std::vector<RoundRequest> round = describe(seqs);
+  const double step_ms = draft(round, k);
+  const double draft_ms = ms_since(t0);
+  const double verify_ms = verify(seqs);
+  const int V = target_.vocab_size();
+  int emitted = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Generation& s = *seqs[i];
+    const int before = s.n_generated();
+    const Verdict v = accept(s, drafts_[i], &logits_[size_t(first_row_[i]) * V]);
+    const int drafted = static_cast<int>(drafts_[i].tokens.size());
+    // The accepted drafts come first: those the output took (all of them
+    // unless the request ended inside the round).
+    const int kept = std::min(v.n_accepted, s.n_generated() - before);
+    s.stats().add_round(drafted, kept, v.n_accepted < drafted, draft_ms, verify_ms);
+    emitted += v.n_accepted + 1;
+  }
+  const double total_ms = ms_since(t0);
+  for (Generation* s : seqs) s->stats().decode_ms += total_ms;
+  const int drafting =
+      static_cast<int>(std::count_if(k.begin(), k.end(), [](int x) { return x > 0; }));
+  policy_.record_round({batch_.size(), verify_ms, drafting, step_ms, emitted, total_ms});
+}
+
+double SpeculativeRunner::draft(std::span<const RoundRequest> round, const std::vector<int>& k) {
+  drafts_.resize(round.size());
+  for (auto& d : drafts_) d.clear();
+  if (std::none_of(k.begin(), k.end(), [](int x) { return x > 0; })) return -1;
+  const auto stop = policy_.draft_stop(round, k);
+  std::vector<DraftContext> reqs;
+  for (const RoundRequest& r : round) reqs.push_back(r.ctx);
+  const double step_ms = drafter_->propose(reqs, k, drafts_, stop.get());
+  policy_.trim(round, drafts_, stop.get());
+  return step_ms;
+}
+
+double SpeculativeRunner::verify(const std::vector<Generation*>& seqs) {
+  batch_.clear();
+  first_row_.resize(seqs.size());
+  int rows = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Generation& s = *seqs[i];
+    const auto& toks = s.tokens();
+    const int have = cache_.length(s.target_slot);
+    check(have < static_cast<int>(toks.size()), "sequence {} has no pending token", s.id());
+    const int pending = static_cast<int>(toks.size()) - have;
+    batch_.add_sequence(s.target_slot, toks.data() + have, pending, have, false, true);
+    const auto& d = drafts_[i].tokens;
+    batch_.add_sequence(s.target_slot, d.data(), static_cast<int>(d.size()), have + pending, true,
+                        false);
+    first_row_[i] = rows;
+    rows += 1 + static_cast<int>(d.size());
+  }
+  resize_scratch(logits_, static_cast<size_t>(rows) * target_.vocab_size());
+  // Timed alone, without the buffer growth: its cost per position count is what
+  // the policy weighs drafts against.
+  const auto t0 = Clock::now();
+  target_.forward(batch_, cache_, logits_.data());
+  return ms_since(t0);
+}
+
+Verdict SpeculativeRunner::accept(Generation& s, const Draft& d, float* logits) {
+  const int base = static_cast<int>(s.tokens().size());  // the cache holds all of these now
+  const Verdict v =
+      verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng(), extras(s));
+  policy_.record_verdict(s.id(), d, v.n_accepted);
+  auto logprobs = [&](int j) { return logprobs_.empty() ? nullptr : &logprobs_[j]; };
+  bool open = true;
+  for (int j = 0; j < v.n_accepted && open; ++j) open = s.accept({d.tokens[j], true, logprobs(j)});
+  if (open) s.accept({v.token, false, logprobs(v.n_accepted)});
+  // The cache keeps the pending tokens and the accepted drafts; the new last
+  // token (correction or bonus) is fed next round.
+  cache_.truncate_to(s.target_slot, base + v.n_accepted);
+  if (drafter_) drafter_->sync(s.draft_context(), d, v.n_accepted);
+  return v;
+}
+
+void SpeculativeRunner::release(Generation& seq) {
+  if (drafter_) drafter_->release(seq.id());
+}
+
+void SpeculativeRunner::finish(Generation& seq) {
+  release(seq);
+  policy_.forget(seq.id());
+}
+
+}  // namespace tandem

@@ -1,0 +1,42 @@
+// Byte patterns of JSON's lexical pieces as constrained output spells them:
+// bounded whitespace, strings (with length bounds), numbers, integers in a
+// range, and literal values.
+//
+// Bounds that keep a model from looping: at most kMaxWhitespace whitespace
+// characters between two tokens of the document, at most kMaxIntegerDigits
+// digits before a decimal point, kMaxFractionDigits after it and
+// kMaxExponentDigits in an exponent. Integers in a range are spelled without
+// leading zeros and never as "-0".
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "structured/pattern.h"
+
+namespace tandem::structured {
+
+inline constexpr int kMaxWhitespace = 20;
+inline constexpr int kMaxIntegerDigits = 16;
+inline constexpr int kMaxFractionDigits = 16;
+inline constexpr int kMaxExponentDigits = 2;
+// The largest integer magnitude with kMaxIntegerDigits digits.
+inline constexpr int64_t kMaxIntegerMagnitude = 9999999999999999;
+
+// Space, tab, newline, carriage return: 0..kMaxWhitespace of them.
+Pattern json_whitespace();
+// A string literal with min..max characters (max -1: unbounded); characters are
+// Unicode code points, an escape counting as the character it stands for.
+Pattern json_string(int min_chars = 0, int max_chars = -1);
+// The content between the quotes of a string whose characters match `content`.
+Pattern json_quoted(const Pattern& content);
+Pattern json_number();
+// Integers in [lo, hi] (each bound clamped to +-kMaxIntegerMagnitude).
+// Throws tandem::Error when lo > hi.
+Pattern json_integer(std::optional<int64_t> lo, std::optional<int64_t> hi);
+Pattern json_boolean();
+// A value spelled as nlohmann::json's compact dump() spells it.
+Pattern json_literal(const nlohmann::json& value);
+
+}  // namespace tandem::structured

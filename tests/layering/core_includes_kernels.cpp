@@ -1,0 +1,2 @@
+// core/ is the bottom layer.
+#include "kernels/kernels.h"

@@ -1,0 +1,2 @@
+// kernels/ knows nothing of models.
+#include "model/config.h"

@@ -1,0 +1,2 @@
+// spec/ is below engine/: drafters see requests only through DraftContext.
+#include "engine/sequence.h"

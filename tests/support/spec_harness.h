@@ -1,0 +1,45 @@
+// Speculative decoding on synthetic models, for the tests: a target with two
+// drafts (the same weights rounded to Q8_0, and unrelated one-layer weights),
+// engines over any drafter, and the exact distribution sampling should follow.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "sampling/constraint.h"
+#include "spec/drafter.h"
+#include "support/synthetic_model.h"
+
+namespace tandem::test {
+
+// Five prompts: random, and repetitive ones that give the n-gram drafter matches.
+std::vector<std::vector<int>> spec_prompts(int vocab);
+
+// OtherLookup: the other draft model behind n-gram lookups (LookupFirstDrafter).
+enum class DraftKind { None, SameQuantized, Other, Ngram, OtherLookup };
+
+struct Models {
+  std::unique_ptr<Model> target, same_q8, other;
+};
+Models load_models(Arch arch, int vocab, bool tokenizer);
+
+// Drafters see requests as DraftContexts.
+double propose(Drafter& drafter, const std::vector<Sequence*>& seqs, const std::vector<int>& k,
+               std::vector<Draft>& out);
+
+// Run the requests through an engine (one thread, n_ctx 256) with the drafter of
+// `kind`; drafts are verified even where they do not pay (no opting out).
+std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
+                               const std::vector<Request>& reqs, int max_batch = 1);
+
+Request greedy_request(std::vector<int> prompt, int n);
+
+// The joint distribution of the first three sampled tokens, exactly, from the
+// model's logits: p(t1) p(t2 | t1) p(t3 | t1, t2) under the sampling transforms
+// and, if given, the constraint (started fresh after the prompt).
+std::vector<double> exact_joint(const Model& m, const std::vector<int>& prompt,
+                                const SamplingParams& sp,
+                                const TokenConstraint* constraint = nullptr);
+
+}  // namespace tandem::test

@@ -1,0 +1,175 @@
+// The draft policy driven by a fake machine: verify passes and draft steps cost
+// what a formula says, and the target accepts what a script says. No model runs.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "spec/draft_policy.h"
+
+using namespace tandem;
+
+namespace {
+
+// Draws nothing: the simulation makes up each round's drafts itself.
+class ScriptedDrafter final : public Drafter {
+ public:
+  std::string name() const override { return "scripted"; }
+  double propose(std::span<const DraftContext>, std::span<const int>, std::vector<Draft>&,
+                 const DraftStop*) override {
+    return -1;
+  }
+};
+
+// A verify pass over m positions costs base + per_position * (m - 1) ms; a
+// draft step costs step ms.
+struct FakeCosts {
+  double base = 40, per_position = 2, step = 8;
+  double verify(int m) const { return base + per_position * (m - 1); }
+};
+
+// Accepted tokens of request i's draft of n tokens in round r.
+using Script = std::function<int(int r, size_t i, int n)>;
+
+class Simulation {
+ public:
+  Simulation(int requests, FakeCosts costs, DraftPolicyTuning tuning = {})
+      : policy_(&drafter_, SpecOptions{8, true}, tuning), costs_(costs), tokens_(requests) {
+    for (auto& t : tokens_) t = {1, 2, 3};
+  }
+
+  // One round: the policy plans, drafts are made up (as long as planned), the
+  // policy trims them, the script judges them. Returns the planned lengths.
+  std::vector<int> round(const Script& accepted) {
+    std::vector<RoundRequest> reqs;
+    for (size_t i = 0; i < tokens_.size(); ++i)
+      reqs.push_back({{static_cast<int>(i), tokens_[i], &sampling_, &rng_}, 1, 1000, 1000});
+    const std::vector<int> k = policy_.plan(reqs);
+    std::vector<Draft> drafts(k.size());
+    for (size_t i = 0; i < k.size(); ++i) drafts[i].tokens.assign(k[i], 7);
+    const auto stop = policy_.draft_stop(reqs, k);
+    policy_.trim(reqs, drafts, stop.get());
+    int positions = 0, emitted = 0, drafting = 0, longest = 0;
+    for (size_t i = 0; i < k.size(); ++i) {
+      const int n = static_cast<int>(drafts[i].tokens.size());
+      const int a = n > 0 ? std::min(accepted(rounds_, i, n), n) : 0;
+      policy_.record_verdict(static_cast<int>(i), drafts[i], a);
+      positions += 1 + n;
+      emitted += a + 1;
+      drafting += k[i] > 0;
+      longest = std::max(longest, n);
+    }
+    const double verify_ms = costs_.verify(positions);
+    const double step_ms = drafting ? costs_.step : -1;
+    policy_.record_round(
+        {positions, verify_ms, drafting, step_ms, emitted, verify_ms + longest * costs_.step});
+    rounds_++;
+    return k;
+  }
+
+  const DraftPolicy& policy() const { return policy_; }
+
+ private:
+  ScriptedDrafter drafter_;
+  DraftPolicy policy_;
+  FakeCosts costs_;
+  std::vector<std::vector<int>> tokens_;
+  SamplingParams sampling_;
+  Rng rng_;
+  int rounds_ = 0;
+};
+
+int drafting(const std::vector<int>& k) {
+  return static_cast<int>(std::count_if(k.begin(), k.end(), [](int x) { return x > 0; }));
+}
+
+const Script kAcceptAll = [](int, size_t, int n) { return n; };
+const Script kRejectAll = [](int, size_t, int) { return 0; };
+
+}  // namespace
+
+// Costs are learned from the rounds: a plain round first (nothing is known), one
+// request of the batch exploring a few tokens next, then every request drafts
+// where the measurements say it pays; the exploring round is not repeated.
+TEST(DraftPolicy, ExploresOnceThenDraftsWhereItPays) {
+  Simulation sim(4, FakeCosts{});
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0) << "no cost measured yet: a plain round";
+  const std::vector<int> explore = sim.round(kAcceptAll);
+  EXPECT_EQ(drafting(explore), 1) << "one request explores";
+  EXPECT_EQ(*std::max_element(explore.begin(), explore.end()), DraftPolicyTuning{}.explore_draft);
+  for (int r = 0; r < 20; ++r) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4) << "round " << r;
+  EXPECT_TRUE(sim.policy().costs().has_draft_step());
+}
+
+// Drafts the target rejects stop being made: after a few judged drafts every
+// request decodes plainly, apart from probes.
+TEST(DraftPolicy, StopsDraftingWhereTheTargetRejects) {
+  Simulation sim(4, FakeCosts{});
+  for (int r = 0; r < 40; ++r) sim.round(kRejectAll);
+  int drafted = 0;
+  for (int r = 0; r < 100; ++r) drafted += drafting(sim.round(kRejectAll));
+  EXPECT_LE(drafted, 100 / DraftPolicyTuning{}.probe_every + 4) << "probes only";
+  EXPECT_LT(sim.policy().acceptance(0), 0.3);
+}
+
+// Where each verified position costs as much as a decode step, drafting cannot
+// pay even when every draft is accepted: no request drafts, not even to probe.
+TEST(DraftPolicy, StopsDraftingWhereVerifyingCannotPay) {
+  Simulation sim(2, FakeCosts{40, 40, 8});
+  for (int r = 0; r < 10; ++r) sim.round(kAcceptAll);
+  for (int r = 0; r < 100; ++r) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0) << "round " << r;
+}
+
+// Requests admitted together stop drafting together and come due for probes
+// together: a round carries one probe at most. (A cheap draft step, so that a
+// probe pays in a batch of eight at a hopeful acceptance.)
+TEST(DraftPolicy, SendsAtMostOneProbeARound) {
+  Simulation sim(8, FakeCosts{40, 1, 0.5});
+  for (int r = 0; r < 40; ++r) sim.round(kRejectAll);
+  int probes = 0;
+  for (int r = 0; r < 600; ++r) {
+    const std::vector<int> k = sim.round(kRejectAll);
+    ASSERT_LE(drafting(k), 1) << "round " << r;
+    if (drafting(k) == 1) {
+      EXPECT_EQ(*std::max_element(k.begin(), k.end()), 1) << "a probe drafts one token";
+      probes++;
+    }
+  }
+  EXPECT_GE(probes, 8) << "every request was probed";
+}
+
+// While probes fail, each waits twice as long as the one before, up to
+// probe_every << max_probe_backoff rounds.
+TEST(DraftPolicy, ProbesBackOffWhileTheyFail) {
+  const DraftPolicyTuning t;
+  Simulation sim(1, FakeCosts{}, t);
+  std::vector<int> drafted_in;  // rounds that drafted
+  for (int r = 0; r < 2000; ++r)
+    if (drafting(sim.round(kRejectAll)) > 0) drafted_in.push_back(r);
+  // The first rounds draft until enough drafts were judged; the probes follow.
+  std::vector<int> gaps;
+  for (size_t i = 1; i < drafted_in.size(); ++i)
+    if (drafted_in[i] - drafted_in[i - 1] > 1) gaps.push_back(drafted_in[i] - drafted_in[i - 1]);
+  ASSERT_GE(gaps.size(), 6u);
+  for (size_t i = 0; i < gaps.size(); ++i) {
+    const int wait = t.probe_every << std::min(static_cast<int>(i), t.max_probe_backoff);
+    EXPECT_EQ(gaps[i], wait + 1) << "probe " << i;
+  }
+}
+
+// Text that turns predictable again: the probes are accepted, the estimate
+// recovers, and the request drafts again, longer than a probe.
+TEST(DraftPolicy, ResumesDraftingWhenItPaysAgain) {
+  Simulation sim(1, FakeCosts{});
+  constexpr int kTurn = 60;
+  const Script turns = [](int r, size_t, int n) { return r < kTurn ? 0 : n; };
+  for (int r = 0; r < kTurn; ++r) sim.round(turns);
+  ASSERT_LT(sim.policy().acceptance(0), 0.3) << "drafting had stopped";
+  int first_long = -1;
+  for (int r = kTurn; r < 2000 && first_long < 0; ++r) {
+    const std::vector<int> k = sim.round(turns);
+    if (k[0] > 1) first_long = r;
+  }
+  ASSERT_GE(first_long, 0) << "drafting never resumed";
+  for (int r = 0; r < 50; ++r) EXPECT_GT(drafting(sim.round(turns)), 0) << "round " << r;
+}

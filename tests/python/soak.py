@@ -2,13 +2,14 @@
 under mixed load for a set time, with a KV cache small enough to force
 preemption. Workers (threads, each with its own seeded choices) send:
   greedy completions and chats, streamed and not, from prompts that share
-  prefixes: each response must equal the same request run alone (measured
-  before the load);
+  prefixes, some with log-probabilities and one constrained to a JSON schema:
+  each response must equal the same request run alone (measured before the
+  load), and a constrained one that stops must be JSON;
   sampled requests (temperature 0.8, top_p 0.95): must finish normally;
   streams whose client disconnects after a few chunks;
   malformed requests (invalid or deeply nested JSON, wrong types, unsupported
-  options, an unknown model, a body over the limit, a prompt over the context,
-  an unknown path): each must get its 4xx error object.
+  options or schemas, an unknown model, a body over the limit, a prompt over the
+  context, an unknown path): each must get its 4xx error object.
 Every --pause-every seconds the load stops until the server is idle, and the
 KV blocks in use must be back to 0. The server's RSS is sampled every 2 s; the
 slope after warm-up is fitted by least squares.
@@ -61,6 +62,21 @@ def greedy_cases():
         else:
             cases.append((COMPLETION, {"prompt": f"# Notes on {topic}\n\nThe main idea is that "
                                        * (1 + i % 4), "max_tokens": n, "stop": ["\n\n\n"]}))
+    # Log-probabilities (both endpoints' shapes) and a schema-constrained answer
+    # take the engine's other paths under the same load.
+    cases.append((CHAT, {"messages": [{"role": "system", "content": SHARED},
+                                      {"role": "user", "content": "Explain hash tables."}],
+                         "max_tokens": 32, "logprobs": True, "top_logprobs": 3}))
+    cases.append((COMPLETION, {"prompt": SHARED + "Question: what are B-trees?\nAnswer:",
+                               "max_tokens": 24, "ignore_eos": True, "logprobs": 2}))
+    cases.append((CHAT, {"messages": [{"role": "user", "content": "Name a sorting algorithm "
+                                       "and the year it was published, as JSON."}],
+                         "max_tokens": 64, "response_format": {
+                             "type": "json_schema", "json_schema": {"name": "algorithm", "schema": {
+                                 "type": "object", "required": ["name", "year"], "properties": {
+                                     "name": {"type": "string", "maxLength": 30},
+                                     "year": {"type": "integer", "minimum": 1900,
+                                              "maximum": 2030}}}}}}))
     for c in cases:
         c[1]["temperature"] = 0
     return cases
@@ -73,8 +89,13 @@ MALFORMED = [
     ("negative_temperature", CHAT, json.dumps({"messages": [{"role": "user", "content": "x"}],
                                                "temperature": -1}), 400),
     ("n_2", COMPLETION, json.dumps({"prompt": "x", "n": 2}), 400),
-    ("logprobs", CHAT, json.dumps({"messages": [{"role": "user", "content": "x"}],
-                                   "logprobs": True}), 400),
+    ("top_logprobs_21", CHAT, json.dumps({"messages": [{"role": "user", "content": "x"}],
+                                          "logprobs": True, "top_logprobs": 21}), 400),
+    ("unsupported_schema", CHAT, json.dumps({
+        "messages": [{"role": "user", "content": "x"}],
+        "response_format": {"type": "json_schema",
+                            "json_schema": {"name": "s", "schema": {"not": {"type": "null"}}}}}),
+     400),
     ("unknown_model", COMPLETION, json.dumps({"prompt": "x", "model": "gpt-9"}), 404),
     ("empty_messages", CHAT, json.dumps({"messages": []}), 400),
     ("too_long", COMPLETION, json.dumps({"prompt": "word " * 2000}), 400),
@@ -184,10 +205,12 @@ class Soak:
         if kind in ("greedy", "greedy_stream"):
             i = rng.randrange(len(self.cases))
             endpoint, body = self.cases[i]
+            choice = None
             if kind == "greedy":
                 status, raw = post(self.host, self.port, endpoint, json.dumps(body))
-                text = text_of(endpoint, json.loads(raw)) if status == 200 else raw
-                finish = "ok" if status == 200 else None
+                choice = json.loads(raw)["choices"][0] if status == 200 else None
+                text = text_of(endpoint, {"choices": [choice]}) if choice else raw
+                finish = choice["finish_reason"] if choice else None
             else:
                 status, text, finish, ttft = stream(self.host, self.port, endpoint, body)
                 if ttft is not None:
@@ -199,6 +222,10 @@ class Soak:
                 with self.stats.lock:
                     self.stats.mismatches.append((i, kind, text, self.reference[i]))
                 self.stats.error("greedy_mismatch", f"case {i} ({kind})")
+            elif "response_format" in body and finish == "stop" and not is_json(text):
+                self.stats.error("schema_output_not_json", f"case {i} ({kind}): {text[:200]!r}")
+            elif choice and "logprobs" in body and not choice.get("logprobs"):
+                self.stats.error("logprobs_missing", f"case {i} ({kind})")
             else:
                 self.stats.ok(kind, time.time() - t0)
         elif kind in ("sampled", "sampled_stream"):
@@ -215,7 +242,9 @@ class Soak:
                 self.stats.error(kind, (status, finish))
         elif kind == "disconnect":
             endpoint, body = self.cases[rng.randrange(len(self.cases))]
-            body = {**body, "max_tokens": 200, "ignore_eos": True}
+            body = {**body, "max_tokens": 200}
+            if "response_format" not in body:  # a constrained answer ends at its document's end
+                body["ignore_eos"] = True
             status, _, _, _ = stream(self.host, self.port, endpoint, body,
                                      stop_after=rng.randrange(1, 4))
             if status == 200:
@@ -371,6 +400,14 @@ class Soak:
         print(f"soak passed: {figures['requests_served']} requests in {args.minutes} min, "
               f"RSS slope {slope:+.2f} MB/min, p99 {figures['latency_s_all']['p99']:.2f} s")
         return 0
+
+
+def is_json(text):
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
 
 
 def fit_slope(points):

@@ -2,8 +2,9 @@
 401 OpenAI errors on /v1/* without it, /health open, /metrics closed unless
 --public-metrics), the refusal to listen beyond loopback without a key unless
 --insecure, per-request limits answered with 4xx before any work (body size
-read from Content-Length, prompt length, stop strings), options tandem does not
-implement refused rather than ignored (n > 1, logprobs, top_logprobs), and
+read from Content-Length, prompt length, stop strings, the number of
+alternatives asked for per token), options tandem does not implement refused
+rather than ignored (n > 1, best_of > 1), and
 slow or stalled clients (a byte per second, headers that never end, a body
 that never comes) timed out with 408 without keeping other requests waiting."""
 import os
@@ -101,15 +102,23 @@ def test_limits(srv):
     s, err = post('{"prompt": ' + "[" * 100_000)
     check(s == 400 and err.get("code") == "invalid_json",
           "JSON nested 100000 deep -> 400 invalid_json", (s, err))
+    # Log-probabilities are served, with the alternatives per token bounded as
+    # OpenAI bounds them (chat 20, completions 5).
+    for label, body, path, param in [
+            ("completion logprobs = 6", {"prompt": "x", "logprobs": 6}, COMPLETION, "logprobs"),
+            ("chat top_logprobs = 21", {"messages": [{"role": "user", "content": "x"}],
+                                        "logprobs": True, "top_logprobs": 21}, CHAT,
+             "top_logprobs"),
+            ("chat top_logprobs without logprobs",
+             {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}, CHAT,
+             "top_logprobs")]:
+        s, err = post(body, path)
+        check(s == 400 and err.get("param") == param and err.get("code") == "invalid_value",
+              f"{label} -> 400 invalid_value", (s, err))
     # Options tandem does not implement are refused, never ignored.
     for label, body, path, param in [
             ("n = 2", {"prompt": "x", "n": 2}, COMPLETION, "n"),
             ("chat n = 3", {"messages": [{"role": "user", "content": "x"}], "n": 3}, CHAT, "n"),
-            ("completion logprobs = 1", {"prompt": "x", "logprobs": 1}, COMPLETION, "logprobs"),
-            ("chat logprobs = true", {"messages": [{"role": "user", "content": "x"}],
-                                      "logprobs": True}, CHAT, "logprobs"),
-            ("chat top_logprobs = 2", {"messages": [{"role": "user", "content": "x"}],
-                                       "logprobs": False, "top_logprobs": 2}, CHAT, "top_logprobs"),
             ("best_of = 2", {"prompt": "x", "best_of": 2}, COMPLETION, "best_of")]:
         s, err = post(body, path)
         check(s == 400 and err.get("param") == param and err.get("code") == "unsupported_value",

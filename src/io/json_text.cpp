@@ -41,13 +41,14 @@ int nesting_depth(std::string_view text, int limit) {
 
 }  // namespace
 
-std::optional<nlohmann::json> try_parse_json(std::string_view text, std::string* error) {
+template <class Json>
+std::optional<Json> try_parse_json(std::string_view text, std::string* error) {
   if (nesting_depth(text, kMaxJsonDepth) > kMaxJsonDepth) {
     *error = fmt::format("arrays and objects nested more than {} levels deep", kMaxJsonDepth);
     return std::nullopt;
   }
   try {
-    return nlohmann::json::parse(text);
+    return Json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     // e.what() starts with "[json.exception.parse_error.101] "; keep the readable part.
     std::string what = e.what();
@@ -56,6 +57,9 @@ std::optional<nlohmann::json> try_parse_json(std::string_view text, std::string*
     return std::nullopt;
   }
 }
+
+template std::optional<nlohmann::json> try_parse_json(std::string_view, std::string*);
+template std::optional<nlohmann::ordered_json> try_parse_json(std::string_view, std::string*);
 
 nlohmann::json parse_json(std::string_view text, const std::string& source) {
   std::string error;

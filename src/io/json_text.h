@@ -16,7 +16,13 @@ constexpr int kMaxJsonDepth = 64;
 
 // The parsed value, or nullopt with *error set to a one-line reason (nlohmann's
 // message without its "[json.exception...]" prefix, or the depth limit).
-std::optional<nlohmann::json> try_parse_json(std::string_view text, std::string* error);
+// Json is nlohmann::json or nlohmann::ordered_json (where the order of an
+// object's keys means something, as in a JSON schema's properties).
+template <class Json = nlohmann::json>
+std::optional<Json> try_parse_json(std::string_view text, std::string* error);
+extern template std::optional<nlohmann::json> try_parse_json(std::string_view, std::string*);
+extern template std::optional<nlohmann::ordered_json> try_parse_json(std::string_view,
+                                                                     std::string*);
 
 // Throws tandem::Error "<source>: invalid JSON: <reason>".
 nlohmann::json parse_json(std::string_view text, const std::string& source);

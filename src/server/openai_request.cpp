@@ -374,7 +374,7 @@ const char* ResponseFormat::kind_name(Kind k) {
 
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
   std::string error;
-  std::optional<json> parsed = try_parse_json(body, &error);
+  std::optional<json> parsed = try_parse_json<json>(body, &error);
   if (!parsed)
     invalid_request("", fmt::format("the request body is not valid JSON: {}", error),
                     "invalid_json");

@@ -16,6 +16,15 @@ TEST(JsonText, ParsesOrdinaryDocuments) {
   EXPECT_EQ((*j)["c"], "\"{");
 }
 
+// A request's JSON schema lists properties in the order the output must have.
+TEST(JsonText, OrderedDocumentsKeepTheirKeyOrder) {
+  std::string error;
+  auto j = try_parse_json<nlohmann::ordered_json>(R"({"zeta": 1, "alpha": 2})", &error);
+  ASSERT_TRUE(j) << error;
+  EXPECT_EQ(j->begin().key(), "zeta");
+  EXPECT_FALSE(try_parse_json<nlohmann::ordered_json>(std::string(kMaxJsonDepth + 1, '['), &error));
+}
+
 TEST(JsonText, NestingIsBounded) {
   std::string error;
   const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');

@@ -41,10 +41,10 @@ sanitize: setup models
 	@cd build-asan && TANDEM_CACHE=$(CACHE) TANDEM_PYTHON=$(PY) ctest --output-on-failure -j 2 --timeout 1800
 
 # The concurrent parts (engine thread, async front, HTTP threads, thread pool)
-# under ThreadSanitizer: their unit tests, the server tests and 3 minutes of the
-# soak test (its RSS slope is not judged: TSan's own memory grows), in
+# under ThreadSanitizer: their unit tests, the server tests (structured outputs
+# and the web page's stream included) and 3 minutes of the soak test (its RSS slope is not judged: TSan's own memory grows), in
 # build-tsan/. A race report fails the run (halt_on_error).
-TSAN_TESTS := ThreadPool|AsyncEngine|^Engine\.|SpeculativeEngine\.Batched|ServerPlumbing|py_test_server
+TSAN_TESTS := ThreadPool|AsyncEngine|^Engine\.|SpeculativeEngine\.Batched|ServerPlumbing|py_test_server|py_test_structured_outputs|py_test_web_page
 tsan: setup models
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_TSAN=ON -DTANDEM_PYTHON=$(PY) >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target tandem kernels_ops_test engine_test async_engine_test spec_engine_test server_plumbing_test

@@ -1,6 +1,7 @@
 """The malformed-file matrix: every way tandem's inputs can be broken must end
 in one `error:` line naming the file and the field at fault and a non-zero
-exit, within a time limit and under `ulimit -v` (RLIMIT_AS): nothing may be
+exit, within a time limit and under `ulimit -v` (RLIMIT_AS; in an ASan build,
+which cannot run under it, ASan's limit on each allocation): nothing may be
 sized by a corrupt count before it is checked.
 
   GGUF: the real SmolLM2 model cut at every section boundary (after the header
@@ -37,15 +38,39 @@ failures = []
 counts = {"cases": 0, "slowest_s": 0.0}
 
 
+def built_with_asan(binary):
+    """AddressSanitizer reserves terabytes of shadow address space at startup, so
+    an ASan build cannot run under RLIMIT_AS at all."""
+    try:
+        libs = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+    except OSError:
+        return False
+    return "libasan" in libs
+
+
+# The memory bound: RLIMIT_AS on the whole process, or under ASan its allocator's
+# own limit on each allocation (one over it aborts the run with a report).
+ASAN = built_with_asan(TANDEM)
+MEMORY_BOUND = (f"each allocation under {MEMORY_LIMIT >> 20} MiB (ASan)" if ASAN
+                else f"each under RLIMIT_AS {MEMORY_LIMIT >> 20} MiB")
+RUN_ENV = dict(os.environ)
+if ASAN:
+    RUN_ENV["ASAN_OPTIONS"] = ":".join(
+        filter(None, [os.environ.get("ASAN_OPTIONS", ""),
+                      f"max_allocation_size_mb={MEMORY_LIMIT >> 20}",
+                      "allocator_may_return_null=0"]))
+
+
 def limit_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    if not ASAN:
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def run_info(path):
     t0 = time.time()
     try:
         r = subprocess.run([TANDEM, "info", "-m", str(path)], capture_output=True, text=True,
-                           timeout=TIME_LIMIT, preexec_fn=limit_memory)
+                           timeout=TIME_LIMIT, preexec_fn=limit_memory, env=RUN_ENV)
     except subprocess.TimeoutExpired:
         return None, "", time.time() - t0
     return r.returncode, r.stderr, time.time() - t0
@@ -568,7 +593,7 @@ def main():
         hf_matrix(tmp)
         truncation_matrix(tmp)
     print(f"{counts['cases']} malformed inputs in {time.time() - t0:.1f} s, slowest "
-          f"{counts['slowest_s']:.2f} s, each under RLIMIT_AS {MEMORY_LIMIT >> 20} MiB")
+          f"{counts['slowest_s']:.2f} s, {MEMORY_BOUND}")
     if failures:
         print(f"{len(failures)} FAILED: {failures}")
         sys.exit(1)

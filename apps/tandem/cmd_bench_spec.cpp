@@ -3,9 +3,12 @@
 // process. Per K: tokens/s both ways, speedup, acceptance, tokens per round, the
 // measured draft cost c and verify cost v, and the speedup predicted from them
 // by (1 - a^(K+1)) / ((1 - a)(K c + v)) (Leviathan et al., 2023). The
-// configurations take turns prompt by prompt (see run_interleaved).
+// configurations take turns prompt by prompt (see run_interleaved). A prompt
+// may carry a JSON schema: its requests then decode under that constraint in
+// every configuration, and the constraint's own time is reported per token.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <memory>
@@ -17,6 +20,8 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "structured/grammar_constraint.h"
+#include "structured/json_schema.h"
 #include "svg_chart.h"
 
 namespace tandem::cli {
@@ -31,23 +36,33 @@ struct Opts {
   int threads = 0;
   int limit = 0;
   int reps = 1;
+  bool unconstrained = false;
   std::string chart;
   SamplingParams sampling;
   std::optional<uint64_t> seed;
 };
 
-std::vector<std::vector<int>> load_prompts(const Model& model, const std::string& path, int limit) {
+struct Prompt {
+  std::vector<int> ids;
+  std::shared_ptr<const structured::Grammar> grammar;  // null: unconstrained
+};
+
+// One line of the prompt set: {"prompt": text, "chat": bool} and optionally
+// "json_schema": a schema, or "json_object": true (any JSON object), as the
+// server's response_format would constrain it.
+std::vector<Prompt> load_prompts(const Model& model, const std::string& path, int limit,
+                                 bool unconstrained) {
   std::ifstream in(path);
   check(in.good(), "{}: cannot read the prompt file", path);
-  std::vector<std::vector<int>> out;
+  std::vector<Prompt> out;
   std::string line;
   int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
+    nlohmann::ordered_json j;  // ordered: a schema's properties keep their order
     try {
-      j = nlohmann::json::parse(line);
+      j = nlohmann::ordered_json::parse(line);
     } catch (const std::exception& e) {
       fail("{}:{}: invalid JSON: {}", path, line_no, e.what());
     }
@@ -56,18 +71,70 @@ std::vector<std::vector<int>> load_prompts(const Model& model, const std::string
     PromptOptions p;
     p.prompt = j["prompt"].get<std::string>();
     p.chat = j.value("chat", false);
-    out.push_back(prompt_ids(model, p));
+    Prompt prompt{prompt_ids(model, p), nullptr};
+    if (unconstrained) {
+      out.push_back(std::move(prompt));
+    } else {
+      try {
+        if (j.contains("json_schema"))
+          prompt.grammar = structured::compile_json_schema(j["json_schema"]);
+        else if (j.value("json_object", false))
+          prompt.grammar = structured::any_json_object_grammar();
+      } catch (const std::exception& e) {
+        fail("{}:{}: json_schema: {}", path, line_no, e.what());
+      }
+      out.push_back(std::move(prompt));
+    }
     if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
   }
   check(!out.empty(), "{}: no prompts", path);
   return out;
 }
 
+// A TokenConstraint that adds the time spent in it (and in its forks, which
+// the drafters and the verifier make) to a shared total.
+class TimedConstraint final : public TokenConstraint {
+ public:
+  TimedConstraint(std::unique_ptr<TokenConstraint> inner, std::shared_ptr<double> total_ms)
+      : inner_(std::move(inner)), total_ms_(std::move(total_ms)) {}
+
+  std::unique_ptr<TokenConstraint> fork() const override {
+    Timer t(*total_ms_);
+    return std::make_unique<TimedConstraint>(inner_->fork(), total_ms_);
+  }
+  bool mask(float* logits, int n_vocab) const override {
+    Timer t(*total_ms_);
+    return inner_->mask(logits, n_vocab);
+  }
+  bool allows(int token) const override {
+    Timer t(*total_ms_);
+    return inner_->allows(token);
+  }
+  void advance(int token) override {
+    Timer t(*total_ms_);
+    inner_->advance(token);
+  }
+
+ private:
+  struct Timer {
+    double& total;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Timer() {
+      total += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count();
+    }
+  };
+  std::unique_ptr<TokenConstraint> inner_;
+  std::shared_ptr<double> total_ms_;
+};
+
 // One configuration's totals over the prompt set.
 struct Run {
   int generated = 0, decoded = 0, rounds = 0, spec_rounds = 0, drafted = 0, accepted = 0,
       rejections = 0;
   double decode_ms = 0, draft_ms = 0, verify_ms = 0, spec_verify_ms = 0;
+  int constrained = 0;         // tokens generated under a constraint
+  double constraint_ms = 0;    // time spent in the constraints
   std::vector<std::vector<int>> outputs;
 
   double tok_per_s() const { return decode_ms > 0 ? decoded * 1000.0 / decode_ms : 0; }
@@ -84,7 +151,7 @@ struct Config {
 
 std::unique_ptr<Config> make_config(const Model& target, ThreadPool& pool, const Opts& o,
                                     const std::string& k,
-                                    const std::vector<std::vector<int>>& prompts) {
+                                    const std::vector<Prompt>& prompts) {
   auto c = std::make_unique<Config>();
   c->k = k;
   SpecCliOptions spec;
@@ -94,7 +161,7 @@ std::unique_ptr<Config> make_config(const Model& target, ThreadPool& pool, const
   }
   EngineOptions eo;
   size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  for (const auto& p : prompts) longest = std::max(longest, p.ids.size());
   eo.n_ctx = static_cast<int>(longest) + o.n;
   eo.spec = spec_options(spec);
   eo.spec.opt_out = false;  // measure exactly the K asked for
@@ -103,18 +170,26 @@ std::unique_ptr<Config> make_config(const Model& target, ThreadPool& pool, const
   return c;
 }
 
-void run_prompt(Config& c, const Opts& o, const std::vector<int>& prompt, size_t index,
-                bool keep_output) {
+void run_prompt(Config& c, const Opts& o, const Prompt& prompt, size_t index, bool keep_output,
+                const std::shared_ptr<const structured::TokenVocabulary>& vocab) {
   Request r;
-  r.prompt = prompt;
+  r.prompt = prompt.ids;
   r.params.max_tokens = o.n;
   r.params.sampling = o.sampling;
   r.params.sampling.seed = (o.seed ? *o.seed : 1) + index;
+  auto constraint_ms = std::make_shared<double>(0);
+  if (prompt.grammar)
+    r.params.constraint = std::make_shared<TimedConstraint>(
+        structured::GrammarConstraint::start(prompt.grammar, vocab)->fork(), constraint_ms);
   const int id = c.engine->submit(std::move(r));
   c.engine->run();
   RequestResult res = *c.engine->take_result(id);
   const auto& st = res.stats;
   Run& run = c.run;
+  if (prompt.grammar) {
+    run.constrained += static_cast<int>(res.tokens.size());
+    run.constraint_ms += *constraint_ms;
+  }
   run.generated += static_cast<int>(res.tokens.size());
   run.decoded += res.tokens.empty() ? 0 : static_cast<int>(res.tokens.size()) - 1;
   run.rounds += st.rounds;
@@ -134,13 +209,14 @@ void run_prompt(Config& c, const Opts& o, const std::vector<int>& prompt, size_t
 // spells (it is shared) then fall on all configurations alike instead of on
 // whichever happened to run at that time.
 void run_interleaved(std::vector<std::unique_ptr<Config>>& configs, const Opts& o,
-                     const std::vector<std::vector<int>>& prompts) {
+                     const std::vector<Prompt>& prompts,
+                     const std::shared_ptr<const structured::TokenVocabulary>& vocab) {
   const size_t n = configs.size();
   size_t turn = 0;
   for (int rep = 0; rep < o.reps; ++rep)
     for (size_t i = 0; i < prompts.size(); ++i, ++turn)
       for (size_t j = 0; j < n; ++j)
-        run_prompt(*configs[(turn + j) % n], o, prompts[i], i, rep == 0);
+        run_prompt(*configs[(turn + j) % n], o, prompts[i], i, rep == 0, vocab);
 }
 
 struct Row {
@@ -201,18 +277,28 @@ void add_bench_spec_command(CLI::App* bench) {
                 "Draft model: n-gram lookups first where they are accepted as often");
   cmd->add_option("-k", o.k_list, "Comma-separated draft lengths, 'auto' allowed")
       ->capture_default_str();
-  cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")
+  cmd->add_option("--prompts", o.prompts,
+                  "JSONL prompt set: {\"prompt\": ..., \"chat\": bool, \"json_schema\": {...} or "
+                  "\"json_object\": true}")
       ->capture_default_str();
   cmd->add_option("-n,--max-tokens", o.n, "Tokens per prompt")->capture_default_str();
   cmd->add_option("--limit", o.limit, "Use only the first N prompts");
   cmd->add_option("--reps", o.reps, "Run the prompt set this many times")->capture_default_str();
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
+  cmd->add_flag("--unconstrained", o.unconstrained,
+                "Ignore the prompts' JSON schemas (the same prompts, free to answer)");
   cmd->add_option("--chart", o.chart, "Write an SVG chart of speedup and acceptance against K");
   add_sampling_options(cmd, o.sampling, o.seed);
   cmd->callback([opts] {
     const Opts& o = *opts;
     auto target = load_model(o.model);
-    auto prompts = load_prompts(*target, o.prompts, o.limit);
+    auto prompts = load_prompts(*target, o.prompts, o.limit, o.unconstrained);
+    std::shared_ptr<const structured::TokenVocabulary> vocab;
+    int n_constrained = 0;
+    for (const auto& p : prompts) n_constrained += p.grammar != nullptr;
+    if (n_constrained > 0)
+      vocab = structured::TokenVocabulary::from_tokenizer(target->require_tokenizer(),
+                                                         target->config().vocab_size);
     ThreadPool pool(o.threads);
     std::vector<std::string> ks;
     std::stringstream ss(o.k_list);
@@ -222,15 +308,29 @@ void add_bench_spec_command(CLI::App* bench) {
     for (const auto& k : ks) spec_options({o.spec.draft, k});  // validate before the long run
     check(o.reps >= 1, "--reps must be at least 1, got {}", o.reps);
 
-    fmt::print("target {}\ndraft  {}\nprompts {} ({} prompts), {} tokens each, {} threads, {}\n",
-               target->path(), o.spec.draft, o.prompts, prompts.size(), o.n, pool.size(),
+    fmt::print("target {}\ndraft  {}\nprompts {} ({} prompts, {} under a JSON schema), {} tokens "
+               "each, {} threads, {}\n",
+               target->path(), o.spec.draft, o.prompts, prompts.size(), n_constrained, o.n,
+               pool.size(),
                o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
     std::vector<std::unique_ptr<Config>> configs;
     configs.push_back(make_config(*target, pool, o, "", prompts));
     for (const auto& k : ks) configs.push_back(make_config(*target, pool, o, k, prompts));
-    run_interleaved(configs, o, prompts);
+    run_interleaved(configs, o, prompts, vocab);
     const Run& plain = configs.front()->run;
-    fmt::print("plain decode: {:.2f} tok/s ({} tokens)\n\n", plain.tok_per_s(), plain.decoded);
+    fmt::print("plain decode: {:.2f} tok/s ({} tokens)\n", plain.tok_per_s(), plain.decoded);
+    // The constraints' time per constrained token, against a plain decode step
+    // (which includes masking its one row).
+    const double step_ms = plain.decoded ? plain.decode_ms / plain.decoded : 0;
+    auto constraint_ms_per_token = [](const Run& r) {
+      return r.constrained ? r.constraint_ms / r.constrained : 0.0;
+    };
+    if (n_constrained > 0)
+      for (const auto& c : configs)
+        fmt::print("constraint, {:>5}: {:.3f} ms per token ({:.1f}% of a plain decode step)\n",
+                   c->k.empty() ? "plain" : "K=" + c->k, constraint_ms_per_token(c->run),
+                   step_ms > 0 ? 100 * constraint_ms_per_token(c->run) / step_ms : 0);
+    fmt::print("\n");
     fmt::print("{:>5} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
                "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v", "predicted",
                "effic", "same");
@@ -269,15 +369,24 @@ void add_bench_spec_command(CLI::App* bench) {
       if (o.sampling.greedy()) j["outputs_identical"] = r.mismatches == 0;
       return j;
     };
+    auto constraint_json = [&](const Run& r) {
+      nlohmann::json j;
+      j["ms_per_token"] = constraint_ms_per_token(r);
+      j["share_of_plain_step"] = step_ms > 0 ? constraint_ms_per_token(r) / step_ms : 0;
+      return j;
+    };
     nlohmann::json out = row_json(*best);
     out["plain_tok_per_s"] = plain.tok_per_s();
     out["prompts"] = o.prompts;
     out["draft"] = o.spec.draft;
     out["per_k"] = nlohmann::json::array();
-    for (const auto& r : rows) {
-      out["per_k"].push_back(row_json(r));
-      if (r.k == "auto") out["auto"] = row_json(r);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      nlohmann::json row = row_json(rows[i]);
+      if (n_constrained > 0) row["constraint"] = constraint_json(configs[i + 1]->run);
+      out["per_k"].push_back(row);
+      if (rows[i].k == "auto") out["auto"] = row;
     }
+    if (n_constrained > 0) out["plain_constraint"] = constraint_json(plain);
     if (!o.chart.empty()) {
       std::vector<double> x, speedup, accept;
       for (const auto& r : rows)

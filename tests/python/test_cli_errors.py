@@ -121,6 +121,15 @@ def main():
         expect_error("draft with another vocabulary",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "vocab80.gguf"],
                      ["vocab80.gguf", "80", "64"])
+        smol = Path(os.environ.get("TANDEM_CACHE", Path.home() / ".cache/tandem")) / \
+            "models/smollm2-135m-instruct-q4_1.gguf"
+        if smol.exists():  # prompt sets need a model with a tokenizer
+            bad = t / "schemas.jsonl"
+            bad.write_text('{"prompt": "hi", "chat": true}\n'
+                           '{"prompt": "hi", "json_schema": {"type": "integer", "multipleOf": 3}}\n')
+            expect_error("prompt set with an unsupported schema",
+                         ["bench", "spec", "-m", smol, "-d", "ngram", "--prompts", bad],
+                         ["schemas.jsonl:2", "multipleOf"])
     if failures:
         print("FAILED: " + ", ".join(failures))
         sys.exit(1)

@@ -79,6 +79,21 @@ Request greedy_request(std::vector<int> prompt, int n) {
   return r;
 }
 
+std::vector<Request> sampled_trials(const std::vector<int>& prompt, const SamplingParams& sp,
+                                    int trials, uint64_t first_seed) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < trials; ++i) {
+    Request r;
+    r.prompt = prompt;
+    r.params.max_tokens = 4;
+    r.params.ignore_eos = true;
+    r.params.sampling = sp;
+    r.params.sampling.seed = first_seed + i;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
 std::vector<double> exact_joint(const Model& m, const std::vector<int>& prompt,
                                 const SamplingParams& sp, const TokenConstraint* constraint) {
   ThreadPool pool(1);

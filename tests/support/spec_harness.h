@@ -35,6 +35,12 @@ std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
 
 Request greedy_request(std::vector<int> prompt, int n);
 
+// `trials` sampled requests of four tokens each (with K = 2 one round drafts
+// tokens 2 and 3 and verifies both; the distribution tests look at the first
+// three), seeded first_seed, first_seed + 1, ...
+std::vector<Request> sampled_trials(const std::vector<int>& prompt, const SamplingParams& sp,
+                                    int trials, uint64_t first_seed);
+
 // The joint distribution of the first three sampled tokens, exactly, from the
 // model's logits: p(t1) p(t2 | t1) p(t3 | t1, t2) under the sampling transforms
 // and, if given, the constraint (started fresh after the prompt).

@@ -127,16 +127,8 @@ TEST(ConstrainedDecoding, SampledJointDistributionIsTheConstrainedOne) {
   AlternatingParity grammar;
   const auto joint = exact_joint(*m.target, prompt, sp, &grammar);
   const int trials = 20000;
-  std::vector<Request> reqs;
-  for (int i = 0; i < trials; ++i) {
-    Request r;
-    r.prompt = prompt;
-    r.params.max_tokens = 4;
-    r.params.ignore_eos = true;
-    r.params.sampling = sp;
-    r.params.sampling.seed = 5000 + i;
-    reqs.push_back(constrained(r));
-  }
+  std::vector<Request> reqs = sampled_trials(prompt, sp, trials, 5000);
+  for (auto& r : reqs) r = constrained(std::move(r));
   const std::pair<DraftKind, SpecOptions> setups[] = {{DraftKind::None, {2, false}},
                                                       {DraftKind::Other, {2, false}},
                                                       {DraftKind::SameQuantized, {3, false}},

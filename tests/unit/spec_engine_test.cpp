@@ -124,18 +124,7 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
   for (const auto& sp : configs) {
     auto joint = exact_joint(*m.target, prompt, sp);
     const int trials = 20000;
-    std::vector<Request> reqs;
-    for (int i = 0; i < trials; ++i) {
-      Request r;
-      r.prompt = prompt;
-      // Four tokens, so that with K = 2 one round drafts tokens 2 and 3 and
-      // verifies both; the test looks at the first three.
-      r.params.max_tokens = 4;
-      r.params.ignore_eos = true;
-      r.params.sampling = sp;
-      r.params.sampling.seed = 1000 + i;
-      reqs.push_back(r);
-    }
+    const std::vector<Request> reqs = sampled_trials(prompt, sp, trials, 1000);
     // Adaptive K with a draft model stops drafts early by the draft's confidence
     // in the tokens so far (spec/draft_stop.h): a stopping rule that must not
     // bias the output either.

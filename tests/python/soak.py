@@ -21,7 +21,7 @@ preemptions happened, and the RSS slope after warm-up stays under
 --max-rss-slope MB/min. Figures (requests by kind, errors by kind, latency
 percentiles, RSS) are printed and, with --json, written to a file.
 
-  soak.py [--minutes 30] [--workers 8] [--json OUT] [--seed 1]"""
+  soak.py [--minutes 30] [--workers 8] [--threads 2] [--json OUT] [--seed 1]"""
 import argparse
 import http.client
 import json
@@ -433,6 +433,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2, help="the server's compute threads")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pause-every", type=float, default=120, help="seconds between idle checks")
     ap.add_argument("--warmup-minutes", type=float, default=None,
@@ -445,7 +446,7 @@ def main():
         args.warmup_minutes = max(1.0, args.minutes / 5)
     srv = ServerProcess("--draft", "ngram", "-k", "auto", "--max-batch", 8, "--ctx", CTX,
                         "--kv-cache-tokens", 384, "--max-queue", 64, "--max-body", MAX_BODY,
-                        "-q")
+                        "-q", threads=args.threads)
     try:
         code = Soak(srv, args).run()
     finally:

@@ -43,11 +43,12 @@ class ServerProcess:
     """`tandem serve --port 0 ...`: waits for the "listening on" line, gives an
     OpenAI client, raw HTTP access and /metrics, and stops it with a signal."""
 
-    def __init__(self, *args, startup_timeout=60):
+    def __init__(self, *args, startup_timeout=60, threads=2):
         if not MODEL.exists():
             sys.exit(f"{MODEL} is missing: run `make models`")
         self.log = tempfile.NamedTemporaryFile(prefix="tandem-serve-", suffix=".log", delete=False)
-        cmd = [TANDEM, "serve", "-m", str(MODEL), "--port", "0", "-t", "2", *map(str, args)]
+        cmd = [TANDEM, "serve", "-m", str(MODEL), "--port", "0", "-t", str(threads),
+               *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = [None]
         reader = threading.Thread(target=lambda: line.__setitem__(0, self.proc.stdout.readline()),

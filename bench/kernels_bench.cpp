@@ -44,20 +44,21 @@ ThreadPool& pool() {
 // The kernel knobs from the environment (TANDEM_PACK, TANDEM_PREFETCH, ...; see
 // kernels/kernel_config.h), read once.
 const kernels::KernelConfig& config() {
-  static const kernels::KernelConfig c =
-      kernels::kernel_config_from_env([](const char* name) { return std::getenv(name); });
+  static const kernels::KernelConfig c = kernels::kernel_config_from_env();
   return c;
 }
 
+// Qwen2.5-1.5B's attention heads.
+const kernels::AttentionShape kQwenHeads{12, 2, 128, 1.0f / std::sqrt(128.0f)};
+
 // Kernels of that configuration on `threads`, with scratch for M rows of up to K
-// and Qwen2.5-1.5B's attention heads.
+// and kQwenHeads.
 std::unique_ptr<kernels::Kernels> make_kernels(ThreadPool& threads, int M, int64_t K) {
-  kernels::KernelLimits limits;
-  limits.max_rows = M;
-  limits.max_k = K;
-  limits.head_dim = 128;
-  limits.max_group = 6;
-  return kernels::Kernels::create(config(), threads, limits);
+  return kernels::Kernels::create(config(), threads,
+                                  {.max_rows = M,
+                                   .max_k = K,
+                                   .head_dim = kQwenHeads.head_dim,
+                                   .max_group = kQwenHeads.n_heads / kQwenHeads.n_kv_heads});
 }
 
 constexpr int64_t kK = 4096;
@@ -239,7 +240,7 @@ void BM_Attention(benchmark::State& state) {
     for (auto& e : v) e = dist(rng);
     cache.store(slot, 0, p, k.data(), v.data());
   }
-  const kernels::AttentionShape ash{12, 2, 128, 1.0f / std::sqrt(128.0f)};
+  const kernels::AttentionShape& ash = kQwenHeads;
   std::vector<float> q(size_t(n_q) * 12 * 128), out(q.size());
   for (auto& e : q) e = dist(rng);
   std::vector<int> pos(n_q);

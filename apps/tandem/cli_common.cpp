@@ -15,12 +15,8 @@
 
 namespace tandem::cli {
 
-kernels::KernelConfig env_kernel_config() {
-  return kernels::kernel_config_from_env([](const char* name) { return std::getenv(name); });
-}
-
 std::unique_ptr<Model> load_model(const std::string& path) {
-  return Model::load(path, env_kernel_config());
+  return Model::load(path, kernels::kernel_config_from_env());
 }
 
 void add_prompt_options(CLI::App* cmd, PromptOptions& p) {

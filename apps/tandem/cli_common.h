@@ -32,11 +32,10 @@ struct PromptOptions {
   bool no_bos = false;
 };
 
-// The kernel configuration the environment asks for (TANDEM_KERNELS, TANDEM_PACK,
-// TANDEM_PREFETCH, TANDEM_PREFETCH_PACKED; see kernels/kernel_config.h), and a
-// model loaded for it: the one place the CLI reads them, once per model a
+// A model loaded for the kernel configuration the environment asks for
+// (TANDEM_KERNELS, TANDEM_PACK, TANDEM_PREFETCH, TANDEM_PREFETCH_PACKED; see
+// kernels/kernel_config.h): the one place the CLI reads them, once per model a
 // command loads (a draft model takes its target's configuration instead).
-kernels::KernelConfig env_kernel_config();
 std::unique_ptr<Model> load_model(const std::string& path);
 
 void add_prompt_options(CLI::App* cmd, PromptOptions& p);

@@ -108,7 +108,7 @@ void summarise(const std::vector<Trace>& traces, Level& L) {
     L.outputs.push_back(t.result.tokens);
     drafted += t.result.stats.drafted;
     accepted += t.result.stats.accepted;
-    decoded += std::max(0, t.result.stats.n_generated - 1);
+    decoded += t.result.stats.decoded();
     rounds += t.result.stats.rounds;
     if (t.pieces.empty()) continue;
     ttft.push_back(ms_between(t.submitted, t.pieces.front().second));

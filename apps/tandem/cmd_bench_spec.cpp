@@ -72,19 +72,15 @@ std::vector<Prompt> load_prompts(const Model& model, const std::string& path, in
     p.prompt = j["prompt"].get<std::string>();
     p.chat = j.value("chat", false);
     Prompt prompt{prompt_ids(model, p), nullptr};
-    if (unconstrained) {
-      out.push_back(std::move(prompt));
-    } else {
-      try {
-        if (j.contains("json_schema"))
-          prompt.grammar = structured::compile_json_schema(j["json_schema"]);
-        else if (j.value("json_object", false))
-          prompt.grammar = structured::any_json_object_grammar();
-      } catch (const std::exception& e) {
-        fail("{}:{}: json_schema: {}", path, line_no, e.what());
-      }
-      out.push_back(std::move(prompt));
+    try {
+      if (!unconstrained && j.contains("json_schema"))
+        prompt.grammar = structured::compile_json_schema(j["json_schema"]);
+      else if (!unconstrained && j.value("json_object", false))
+        prompt.grammar = structured::any_json_object_grammar();
+    } catch (const std::exception& e) {
+      fail("{}:{}: json_schema: {}", path, line_no, e.what());
     }
+    out.push_back(std::move(prompt));
     if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
   }
   check(!out.empty(), "{}: no prompts", path);
@@ -138,6 +134,13 @@ struct Run {
   std::vector<std::vector<int>> outputs;
 
   double tok_per_s() const { return decode_ms > 0 ? decoded * 1000.0 / decode_ms : 0; }
+  double step_ms() const { return decoded ? decode_ms / decoded : 0; }
+  double constraint_ms_per_token() const { return constrained ? constraint_ms / constrained : 0; }
+  // The constraints' time per token against a plain decode step (which
+  // includes masking its one row).
+  double constraint_share_of(const Run& plain) const {
+    return plain.step_ms() > 0 ? constraint_ms_per_token() / plain.step_ms() : 0;
+  }
 };
 
 // One configuration (plain, or speculative with one K): its engine and drafter,
@@ -191,7 +194,7 @@ void run_prompt(Config& c, const Opts& o, const Prompt& prompt, size_t index, bo
     run.constraint_ms += *constraint_ms;
   }
   run.generated += static_cast<int>(res.tokens.size());
-  run.decoded += res.tokens.empty() ? 0 : static_cast<int>(res.tokens.size()) - 1;
+  run.decoded += st.decoded();
   run.rounds += st.rounds;
   run.spec_rounds += st.spec_rounds;
   run.drafted += st.drafted;
@@ -243,7 +246,7 @@ Row summarise(const std::string& k, const Run& plain, const Run& spec) {
   // Costs relative to one plain decode step: c per draft step, v per verify pass
   // of a drafting round, v1 per round that drafted nothing (an n-gram miss, a
   // request that opted out).
-  const double step_ms = plain.decoded ? plain.decode_ms / plain.decoded : 0;
+  const double step_ms = plain.step_ms();
   double v1 = 1;
   if (step_ms > 0 && spec.spec_rounds > 0) {
     r.c = spec.draft_ms / spec.spec_rounds / std::max(r.mean_k, 1.0) / step_ms;
@@ -319,17 +322,11 @@ void add_bench_spec_command(CLI::App* bench) {
     run_interleaved(configs, o, prompts, vocab);
     const Run& plain = configs.front()->run;
     fmt::print("plain decode: {:.2f} tok/s ({} tokens)\n", plain.tok_per_s(), plain.decoded);
-    // The constraints' time per constrained token, against a plain decode step
-    // (which includes masking its one row).
-    const double step_ms = plain.decoded ? plain.decode_ms / plain.decoded : 0;
-    auto constraint_ms_per_token = [](const Run& r) {
-      return r.constrained ? r.constraint_ms / r.constrained : 0.0;
-    };
     if (n_constrained > 0)
       for (const auto& c : configs)
         fmt::print("constraint, {:>5}: {:.3f} ms per token ({:.1f}% of a plain decode step)\n",
-                   c->k.empty() ? "plain" : "K=" + c->k, constraint_ms_per_token(c->run),
-                   step_ms > 0 ? 100 * constraint_ms_per_token(c->run) / step_ms : 0);
+                   c->k.empty() ? "plain" : "K=" + c->k, c->run.constraint_ms_per_token(),
+                   100 * c->run.constraint_share_of(plain));
     fmt::print("\n");
     fmt::print("{:>5} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
                "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v", "predicted",
@@ -370,10 +367,8 @@ void add_bench_spec_command(CLI::App* bench) {
       return j;
     };
     auto constraint_json = [&](const Run& r) {
-      nlohmann::json j;
-      j["ms_per_token"] = constraint_ms_per_token(r);
-      j["share_of_plain_step"] = step_ms > 0 ? constraint_ms_per_token(r) / step_ms : 0;
-      return j;
+      return nlohmann::json{{"ms_per_token", r.constraint_ms_per_token()},
+                            {"share_of_plain_step", r.constraint_share_of(plain)}};
     };
     nlohmann::json out = row_json(*best);
     out["plain_tok_per_s"] = plain.tok_per_s();

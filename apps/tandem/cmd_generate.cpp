@@ -31,9 +31,7 @@ nlohmann::json result_json(const RequestResult& r, const ThreadPool& pool, uint6
   j["finish_reason"] = r.finish_reason;
   j["prefill_ms"] = st.prefill_ms;
   j["decode_ms"] = st.decode_ms;
-  // The first generated token comes from the prefill; decode produced the rest.
-  const size_t decoded = r.tokens.empty() ? 0 : r.tokens.size() - 1;
-  j["decode_tok_per_s"] = st.decode_ms > 0 ? decoded * 1000.0 / st.decode_ms : 0.0;
+  j["decode_tok_per_s"] = st.decode_tok_per_s();
   j["prefill_tok_per_s"] = st.prefill_ms > 0 ? st.n_prompt * 1000.0 / st.prefill_ms : 0.0;
   j["threads"] = pool.size();
   j["seed"] = seed;

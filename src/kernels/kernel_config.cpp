@@ -1,6 +1,7 @@
 #include "kernels/kernel_config.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -39,6 +40,10 @@ KernelConfig kernel_config_from_env(const std::function<const char*(const char*)
   if (const char* v = lookup("TANDEM_PREFETCH_PACKED"))
     c.prefetch_packed_bytes = parse_bytes("TANDEM_PREFETCH_PACKED", v);
   return c;
+}
+
+KernelConfig kernel_config_from_env() {
+  return kernel_config_from_env([](const char* name) { return std::getenv(name); });
 }
 
 }  // namespace tandem::kernels

@@ -38,5 +38,7 @@ struct KernelConfig {
 //   TANDEM_PREFETCH_PACKED=bytes   prefetch_packed_bytes
 // Throws tandem::Error naming the variable for a value it cannot use.
 KernelConfig kernel_config_from_env(const std::function<const char*(const char*)>& lookup);
+// The same from the process environment (std::getenv).
+KernelConfig kernel_config_from_env();
 
 }  // namespace tandem::kernels

@@ -61,7 +61,6 @@ class Kernels {
 
   // The instruction set the SIMD kernels run (e.g. "AVX3_DL"), or "reference".
   virtual const char* name() const = 0;
-  const KernelLimits& limits() const { return limits_; }
   ThreadPool& pool() const { return pool_; }
 
   // y[m, n] = sum_k W[n, k] * x[m, k] for m < M, n < N, where W has shape {K, N}

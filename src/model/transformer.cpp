@@ -27,6 +27,11 @@ kernels::KernelLimits pass_limits(const ModelConfig& c, int max_tokens) {
   return l;
 }
 
+// Whether position i is the last of its slot's run in the batch.
+bool ends_run(const ForwardBatch& b, int i) {
+  return i + 1 == b.size() || b.slots[i + 1] != b.slots[i];
+}
+
 }  // namespace
 
 void ForwardBatch::add_sequence(int slot, const int* ids, int n, int start, bool all_logits,
@@ -42,7 +47,6 @@ void ForwardBatch::add_sequence(int slot, const int* ids, int n, int start, bool
 Transformer::Transformer(const Model& model, ThreadPool& pool, int max_tokens)
     : model_(model),
       c_(model.config()),
-      pool_(pool),
       state_(c_, max_tokens),
       kernels_(kernels::Kernels::create(model.kernel_config(), pool,
                                         pass_limits(c_, state_.max_tokens))),
@@ -83,7 +87,7 @@ void Transformer::validate(const ForwardBatch& b, KVCache& cache) const {
 // after the last pass.
 void Transformer::reserve_cache(const ForwardBatch& b, KVCache& cache) const {
   for (int i = 0; i < b.size(); ++i)
-    if (i + 1 == b.size() || b.slots[i + 1] != b.slots[i])
+    if (ends_run(b, i))
       check(cache.reserve(b.slots[i], b.positions[i] + 1),
             "forward: KV cache has no room for slot {} up to position {}", b.slots[i],
             b.positions[i]);
@@ -91,8 +95,7 @@ void Transformer::reserve_cache(const ForwardBatch& b, KVCache& cache) const {
 
 void Transformer::advance_cache(const ForwardBatch& b, KVCache& cache) const {
   for (int i = 0; i < b.size(); ++i)
-    if (i + 1 == b.size() || b.slots[i + 1] != b.slots[i])
-      cache.set_length(b.slots[i], b.positions[i] + 1);
+    if (ends_run(b, i)) cache.set_length(b.slots[i], b.positions[i] + 1);
 }
 
 void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) {
@@ -193,7 +196,7 @@ void Transformer::ffn_block(int l, int n) {
   }
   // The positions' gate, up and hidden rows are contiguous: one element-wise
   // pass over all of them, shared by the threads.
-  pool_.parallel_for(
+  kernels_->pool().parallel_for(
       int64_t{n} * c_.d_ff,
       [this](int64_t b0, int64_t b1, int) {
         kernels_->swiglu(&state_.gate[b0], &state_.up[b0], static_cast<int>(b1 - b0),

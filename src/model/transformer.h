@@ -82,7 +82,6 @@ class Transformer {
 
   const Model& model_;
   const ModelConfig& c_;
-  ThreadPool& pool_;
   ForwardState state_;
   std::unique_ptr<kernels::Kernels> kernels_;  // with their scratch for the same passes
   kernels::AttentionShape attention_shape_;

@@ -205,7 +205,9 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     stream = p.stream;
     include_usage = p.include_usage;
     logprobs = r.params.logprobs >= 0;
-    r.on_token = [channel](const TokenOutput& t) { channel->push(t); };
+    // Only a stream reads the tokens as they come; a whole response is built
+    // from the result.
+    if (stream) r.on_token = [channel](const TokenOutput& t) { channel->push(t); };
     r.on_finish = [channel](const RequestResult& result) { channel->finish(result); };
     AsyncEngine::Submit outcome;
     try {
@@ -283,8 +285,10 @@ bool HttpServer::Impl::pump_stream(Stream& st, httplib::DataSink& sink) {
     if (!send(role_chunk(st.meta, st.include_usage))) return gone();
   }
   const RequestChannel::News news = st.channel->wait(kPollInterval);
-  const bool news_to_send = !news.text.empty() || (st.meta.logprobs && !news.tokens.empty());
-  if (news_to_send && !send(text_chunk(st.meta, news, st.include_usage, &st.text_offset)))
+  // Every output arrives as a token (text without a token too): each is sent,
+  // even one that released no text yet (part of a character, a held-back
+  // possible stop string), so that tandem.tokens lists every token.
+  if (!news.tokens.empty() && !send(text_chunk(st.meta, news, st.include_usage, &st.text_offset)))
     return gone();
   if (news.finished) {
     st.ended = true;

@@ -363,15 +363,6 @@ void refuse_unsupported(const Fields& f, Endpoint ep, ParsedRequest& r) {
 
 }  // namespace
 
-const char* ResponseFormat::kind_name(Kind k) {
-  switch (k) {
-    case Kind::Text: return "text";
-    case Kind::JsonObject: return "json_object";
-    case Kind::JsonSchema: return "json_schema";
-  }
-  return "?";
-}
-
 ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
   std::string error;
   std::optional<json> parsed = try_parse_json<json>(body, &error);

@@ -40,8 +40,6 @@ struct ResponseFormat {
   // The compiled constraint (JsonObject and JsonSchema): compiled while the
   // request is parsed, so that an unsupported schema is a 400 naming the field.
   std::shared_ptr<const structured::Grammar> grammar;
-
-  static const char* kind_name(Kind k);
 };
 
 // logprobs: the log-probability of each emitted token, and of the `top` most

@@ -54,29 +54,26 @@ json chat_token_json(const ResponseMeta& meta, const TokenLogprob& t) {
 
 }  // namespace
 
-json logprobs_json(const ResponseMeta& meta, const std::vector<int>& ids,
-                   const std::vector<const TokenLogprobs*>& logprobs, size_t* text_offset) {
+json logprobs_json(const ResponseMeta& meta, const std::vector<const TokenLogprobs*>& logprobs,
+                   size_t* text_offset) {
   if (is_chat(meta)) {
     json content = json::array();
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (!logprobs[i]) continue;
-      json entry = chat_token_json(meta, logprobs[i]->chosen);
+    for (const TokenLogprobs* lp : logprobs) {
+      json entry = chat_token_json(meta, lp->chosen);
       entry["top_logprobs"] = json::array();
-      for (const TokenLogprob& t : logprobs[i]->top)
-        entry["top_logprobs"].push_back(chat_token_json(meta, t));
+      for (const TokenLogprob& t : lp->top) entry["top_logprobs"].push_back(chat_token_json(meta, t));
       content.push_back(std::move(entry));
     }
     return {{"content", std::move(content)}, {"refusal", nullptr}};
   }
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (!logprobs[i]) continue;
-    const std::string text = token_text(meta, ids[i]);
+  for (const TokenLogprobs* lp : logprobs) {
+    const std::string text = token_text(meta, lp->chosen.token);
     tokens.push_back(text);
-    token_logprobs.push_back(logprobs[i]->chosen.logprob);
+    token_logprobs.push_back(lp->chosen.logprob);
     json alternatives = json::object();
-    for (const TokenLogprob& t : logprobs[i]->top)
+    for (const TokenLogprob& t : lp->top)
       alternatives[token_text(meta, t.token)] = t.logprob;
     top.push_back(std::move(alternatives));
     offsets.push_back(*text_offset);
@@ -111,8 +108,6 @@ json usage_json(const RequestResult& r) {
 }
 
 json tandem_stats_json(const RequestStats& s) {
-  // The first generated token comes from the prefill; decoding produced the rest.
-  const int decoded = s.n_generated > 0 ? s.n_generated - 1 : 0;
   return {{"acceptance_rate", s.acceptance_rate()},
           {"drafted", s.drafted},
           {"accepted", s.accepted},
@@ -121,7 +116,7 @@ json tandem_stats_json(const RequestStats& s) {
           {"spec_rounds", s.spec_rounds},
           {"prefill_ms", s.prefill_ms},
           {"decode_ms", s.decode_ms},
-          {"decode_tok_per_s", s.decode_ms > 0 ? decoded * 1000.0 / s.decode_ms : 0.0}};
+          {"decode_tok_per_s", s.decode_tok_per_s()}};
 }
 
 json completion_json(const ResponseMeta& meta, const RequestResult& r) {
@@ -133,10 +128,9 @@ json completion_json(const ResponseMeta& meta, const RequestResult& r) {
   choice["logprobs"] = nullptr;
   if (meta.logprobs) {
     std::vector<const TokenLogprobs*> lp;
-    for (size_t i = 0; i < r.tokens.size(); ++i)
-      lp.push_back(i < r.logprobs.size() ? &r.logprobs[i] : nullptr);
+    for (const TokenLogprobs& t : r.logprobs) lp.push_back(&t);
     size_t offset = 0;
-    choice["logprobs"] = logprobs_json(meta, r.tokens, lp, &offset);
+    choice["logprobs"] = logprobs_json(meta, lp, &offset);
   }
   choice["finish_reason"] = r.finish_reason;
   return {{"id", meta.id},
@@ -161,18 +155,14 @@ json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news, bool
   json body = is_chat(meta) ? json{{"content", news.text}} : json(news.text);
   json logprobs = nullptr;
   if (meta.logprobs) {
-    std::vector<int> ids;
     std::vector<const TokenLogprobs*> lp;
-    for (const StreamedToken& t : news.tokens) {
-      ids.push_back(t.id);
-      lp.push_back(t.logprobs ? &*t.logprobs : nullptr);
-    }
-    logprobs = logprobs_json(meta, ids, lp, text_offset);
+    for (const StreamedToken& t : news.tokens)
+      if (t.logprobs) lp.push_back(&*t.logprobs);
+    logprobs = logprobs_json(meta, lp, text_offset);
   }
   j["choices"] = json::array({chunk_choice(meta, std::move(body), nullptr, std::move(logprobs))});
   json tokens = json::array();
-  for (const StreamedToken& t : news.tokens)
-    if (t.id >= 0 || !t.text.empty()) tokens.push_back({{"text", t.text}, {"draft", t.drafted}});
+  for (const StreamedToken& t : news.tokens) tokens.push_back({{"text", t.text}, {"draft", t.drafted}});
   j["tandem"] = {{"tokens", std::move(tokens)},
                  {"drafted", news.drafted},
                  {"accepted", news.accepted}};

@@ -28,11 +28,11 @@ struct ResponseMeta {
 
 ResponseMeta make_meta(Endpoint endpoint, const std::string& model);
 
-// Log-probabilities in the endpoint's shape, for `tokens` with theirs (ids
-// without any are skipped): chat's {"content": [{"token", "logprob", "bytes",
+// Log-probabilities of emitted tokens (each entry's `chosen` names its token)
+// in the endpoint's shape: chat's {"content": [{"token", "logprob", "bytes",
 // "top_logprobs"}]}, or completions' {"tokens", "token_logprobs",
 // "top_logprobs", "text_offset"}, whose offsets continue from *text_offset.
-nlohmann::json logprobs_json(const ResponseMeta& meta, const std::vector<int>& ids,
+nlohmann::json logprobs_json(const ResponseMeta& meta,
                              const std::vector<const TokenLogprobs*>& logprobs,
                              size_t* text_offset);
 

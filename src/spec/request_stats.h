@@ -37,10 +37,11 @@ struct RequestStats {
   }
 
   double acceptance_rate() const { return drafted ? double(accepted) / drafted : 0.0; }
+  // Tokens that decoding produced: the first generated token comes from the prefill.
+  int decoded() const { return n_generated > 0 ? n_generated - 1 : 0; }
+  double decode_tok_per_s() const { return decode_ms > 0 ? decoded() * 1000.0 / decode_ms : 0.0; }
   // Tokens emitted per round after the prefill (1 for plain decoding).
-  double tokens_per_round() const {
-    return rounds ? double(n_generated > 0 ? n_generated - 1 : 0) / rounds : 0.0;
-  }
+  double tokens_per_round() const { return rounds ? double(decoded()) / rounds : 0.0; }
 };
 
 }  // namespace tandem

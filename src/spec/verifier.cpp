@@ -30,7 +30,15 @@ bool accept_or_resample(const SamplingDistribution& p, const SamplingDistributio
 Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
                      const std::vector<int>& context, Rng& rng, const VerifyExtras& extras) {
   const int k = static_cast<int>(draft.tokens.size());
-  std::vector<int> ctx = context;
+  // The repetition penalty of row i reads the last penalty_last_n tokens of the
+  // context followed by drafts 0..i-1: only that window is copied, and nothing
+  // without a penalty.
+  std::vector<int> ctx;
+  if (params.repetition_penalty != 1.0f) {
+    const size_t n = context.size();
+    const size_t window = params.penalty_last_n < 0 ? n : std::min(n, size_t(params.penalty_last_n));
+    ctx.assign(context.end() - static_cast<std::ptrdiff_t>(window), context.end());
+  }
   // The constraint's state before row i: forked, advanced through the drafts.
   std::unique_ptr<TokenConstraint> state = extras.constraint ? extras.constraint->fork() : nullptr;
   if (extras.logprobs) extras.logprobs->clear();
@@ -64,7 +72,7 @@ Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const Sampl
       report(row, accepted ? draft.tokens[i] : correction);
       if (!accepted) return {i, correction};
     }
-    ctx.push_back(draft.tokens[i]);
+    if (params.repetition_penalty != 1.0f) ctx.push_back(draft.tokens[i]);
     if (state) state->advance(draft.tokens[i]);
   }
   return {k, -1};  // unreachable: the loop returns at i == k

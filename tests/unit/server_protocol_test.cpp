@@ -384,7 +384,7 @@ TEST(ServerProtocol, LogprobsInEachEndpointsShape) {
   ResponseMeta chat = make_meta(Endpoint::ChatCompletions, "tiny");
   chat.logprobs = true;  // no tokenizer: tokens are spelled as their ids
   size_t offset = 0;
-  json c = logprobs_json(chat, {5, 6}, ptrs, &offset);
+  json c = logprobs_json(chat, ptrs, &offset);
   ASSERT_EQ(c["content"].size(), 2u);
   EXPECT_EQ(c["content"][0]["token"], "5");
   EXPECT_FLOAT_EQ(c["content"][0]["logprob"].get<float>(), -0.5f);
@@ -396,7 +396,7 @@ TEST(ServerProtocol, LogprobsInEachEndpointsShape) {
   ResponseMeta cmpl = make_meta(Endpoint::Completions, "tiny");
   cmpl.logprobs = true;
   offset = 10;
-  json t = logprobs_json(cmpl, {5, 6}, ptrs, &offset);
+  json t = logprobs_json(cmpl, ptrs, &offset);
   EXPECT_EQ(t["tokens"], json::array({"5", "6"}));
   EXPECT_EQ(t["text_offset"], json::array({10, 11}));
   EXPECT_EQ(offset, 12u);

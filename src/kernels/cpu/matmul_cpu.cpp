@@ -86,8 +86,8 @@ struct MatmulPlan {
     MatmulChunk c{};
     c.type = W.type;
     c.w = W.data;
-    // A packed copy is used when this target's kernel reads it (packing makes
-    // one only for the best target; tests may run another).
+    // A packed copy is used when this target's kernel reads it (packing follows
+    // the model's KernelConfig, while a Kernels object may run another target).
     if (W.packed && fn->matmul_packed) c.packed = W.packed;
     c.row_bytes = W.row_bytes();
     c.K = W.ne(0);

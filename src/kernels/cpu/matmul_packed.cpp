@@ -37,9 +37,6 @@ namespace tandem::kernels::cpu::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX3_DL
 constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 32 registers
 
-// The weights are prefetched into L2 c.prefetch_bytes ahead of use
-// (KernelConfig::prefetch_packed_bytes; 0: off).
-
 // The weights a record will read `ahead` bytes from now, prefetched into L2 in
 // `Parts` slices, one slice per step of its computation, so that requests to
 // memory keep flowing while a record computes: issued as one burst at the start

@@ -32,9 +32,9 @@ int64_t checked_target(int64_t requested) {
 
 TargetKernels target_kernels(int64_t requested) {
   TargetKernels k;
-  k.target = checked_target(requested);
-  k.name = hwy::TargetName(k.target);
-  const size_t index = dispatch_index(k.target);
+  const int64_t target = checked_target(requested);
+  k.name = hwy::TargetName(target);
+  const size_t index = dispatch_index(target);
   resolve_matmul_float(index, k);
   resolve_matmul_legacy(index, k);
   resolve_matmul_kquant(index, k);

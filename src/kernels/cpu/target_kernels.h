@@ -15,7 +15,6 @@ struct AttentionJob;
 struct WorkerScratch;
 
 struct TargetKernels {
-  int64_t target = 0;  // the Highway target bit, e.g. HWY_AVX3_DL
   const char* name = "";
   // Matmul pieces (matmul_chunk.h); matmul_packed is null where the target has
   // no kernel for the packed layout.

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "io/gguf_reader.h"
+#include "model/config.h"
 #include "structured/grammar_matcher.h"
 #include "structured/json_schema.h"
 #include "tokenizer/tokenizer.h"
@@ -48,8 +49,7 @@ const Vocab& vocab() {
     GGUFFile f(model_path());
     Vocab out;
     out.tok = Tokenizer::from_gguf(f);
-    const int n_ids = static_cast<int>(f.opt_int("qwen2.vocab_size").value_or(out.tok->vocab_size()));
-    out.vocab = TokenVocabulary::from_tokenizer(*out.tok, std::max(n_ids, 151936));
+    out.vocab = TokenVocabulary::from_tokenizer(*out.tok, config_from_gguf(f).vocab_size);
     return out;
   }();
   return v;

@@ -23,7 +23,6 @@ class ByteSet {
   void add_range(uint8_t lo, uint8_t hi) {
     for (int b = lo; b <= hi; ++b) add(static_cast<uint8_t>(b));
   }
-  void remove(uint8_t b) { bits_[b >> 6] &= ~(uint64_t{1} << (b & 63)); }
   bool has(uint8_t b) const { return (bits_[b >> 6] >> (b & 63)) & 1; }
   bool empty() const { return (bits_[0] | bits_[1] | bits_[2] | bits_[3]) == 0; }
   ByteSet& operator|=(const ByteSet& o) {

@@ -45,12 +45,7 @@ void utf8_range(uint32_t lo, uint32_t hi, std::vector<Pattern>& out) {
     if (lo > hi) return;
     if (lo > end) continue;
     const uint32_t top = std::min(hi, end);
-    if (top - lo + 1 > 0 && lo <= 0x7F && top <= 0x7F) {
-      out.push_back(Pattern::bytes(ByteSet::range(static_cast<uint8_t>(lo),
-                                                  static_cast<uint8_t>(top))));
-    } else {
-      utf8_sequences(lo, top, out);
-    }
+    utf8_sequences(lo, top, out);
     lo = top + 1;
   }
 }

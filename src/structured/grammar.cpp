@@ -7,12 +7,6 @@
 
 namespace tandem::structured {
 
-size_t Grammar::memory_bytes() const {
-  return next_.size() * sizeof(int32_t) + accepting_.size() * 2 +
-         call_begin_.size() * sizeof(uint32_t) + calls_.size() * sizeof(Call) +
-         rule_of_.size() * sizeof(int);
-}
-
 int GrammarBuilder::declare_rule(std::string name) {
   names_.push_back(std::move(name));
   patterns_.emplace_back();
@@ -56,7 +50,6 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int root_rule) const {
   auto g = std::make_shared<Grammar>();
   g->n_classes_ = classes.count();
   g->class_of_ = classes.class_of;
-  g->rule_names_ = names_;
   g->root_start_ = offset[root_rule];
   const int n_states = offset[n_rules];
   g->next_.reserve(static_cast<size_t>(n_states) * g->n_classes_);
@@ -70,7 +63,6 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int root_rule) const {
         g->calls_.push_back({offset[callee], resume + offset[r]});
       g->call_begin_.push_back(static_cast<uint32_t>(g->calls_.size()));
       g->exits_.push_back(d.accepting[s] || !d.calls[s].empty());
-      g->rule_of_.push_back(r);
     }
   }
 

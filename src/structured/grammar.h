@@ -37,12 +37,6 @@ class Grammar {
   // Whether a parser in this state may leave the current rule's automaton
   // (end it, or call another rule) instead of reading a byte within it.
   bool has_exits(int32_t state) const { return exits_[state]; }
-  int rule_of(int32_t state) const { return rule_of_[state]; }
-  int n_rules() const { return static_cast<int>(rule_names_.size()); }
-  const std::string& rule_name(int rule) const { return rule_names_[rule]; }
-  int n_byte_classes() const { return n_classes_; }
-
-  size_t memory_bytes() const;
 
  private:
   friend class GrammarBuilder;
@@ -52,8 +46,6 @@ class Grammar {
   std::vector<uint8_t> accepting_, exits_;
   std::vector<uint32_t> call_begin_;
   std::vector<Call> calls_;
-  std::vector<int> rule_of_;
-  std::vector<std::string> rule_names_;
   int root_start_ = 0;
 };
 
@@ -66,8 +58,6 @@ class GrammarBuilder {
 
   int declare_rule(std::string name);
   void define_rule(int rule, Pattern p);
-  bool defined(int rule) const { return defined_[rule]; }
-  int n_rules() const { return static_cast<int>(names_.size()); }
 
   // Throws tandem::Error for an undefined rule, a rule that matches the empty
   // string or nothing, a rule that can call itself before reading a byte, or a

@@ -1,6 +1,7 @@
 #include "structured/grammar_constraint.h"
 
 #include "core/error.h"
+#include "structured/token_mask.h"
 
 namespace tandem::structured {
 
@@ -16,10 +17,10 @@ std::unique_ptr<TokenConstraint> GrammarConstraint::fork() const {
 }
 
 bool GrammarConstraint::mask(float* logits, int n_vocab) const {
-  matcher_.fill_allowed(scratch_);
-  apply_token_mask(scratch_, logits, n_vocab);
-  for (int w = 0; w < scratch_.n_words(); ++w)
-    if (scratch_.words()[w]) return true;
+  const TokenMask& allowed = matcher_.allowed_mask();
+  apply_token_mask(allowed, logits, n_vocab);
+  for (int w = 0; w < allowed.n_words(); ++w)
+    if (allowed.words()[w]) return true;
   return false;
 }
 

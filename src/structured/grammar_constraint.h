@@ -10,7 +10,6 @@
 
 #include "sampling/constraint.h"
 #include "structured/grammar_matcher.h"
-#include "structured/token_mask.h"
 
 namespace tandem::structured {
 
@@ -27,11 +26,8 @@ class GrammarConstraint final : public TokenConstraint {
   // Throws tandem::Error for a token the grammar does not allow (callers check allows()).
   void advance(int token) override;
 
-  const GrammarMatcher& matcher() const { return matcher_; }
-
  private:
   GrammarMatcher matcher_;
-  mutable TokenMask scratch_;  // mask(): the allowed ids
 };
 
 }  // namespace tandem::structured

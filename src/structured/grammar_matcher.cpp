@@ -7,11 +7,11 @@ namespace tandem::structured {
 
 struct GrammarMatcher::Shared {
   Shared(std::shared_ptr<const Grammar> g, std::shared_ptr<const TokenVocabulary> v)
-      : parser(std::move(g)), masks(parser, v), vocab(std::move(v)) {}
+      : parser(std::move(g)), masks(parser, std::move(v)) {}
   PushdownParser parser;
   MaskComputer masks;
-  std::shared_ptr<const TokenVocabulary> vocab;
-  std::vector<Config> a, b;  // scratch for advance()
+  std::vector<Config> a, b;  // advance(): a holds the state reached
+  TokenMask allowed;         // allowed_mask()
 };
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
@@ -32,7 +32,7 @@ GrammarMatcher& GrammarMatcher::operator=(const GrammarMatcher&) = default;
 GrammarMatcher::GrammarMatcher(GrammarMatcher&&) noexcept = default;
 GrammarMatcher& GrammarMatcher::operator=(GrammarMatcher&&) noexcept = default;
 
-const TokenVocabulary& GrammarMatcher::vocab() const { return *shared_->vocab; }
+const TokenVocabulary& GrammarMatcher::vocab() const { return shared_->masks.vocab(); }
 
 void GrammarMatcher::fill_allowed(TokenMask& mask) const {
   shared_->masks.fill(history_.back(), mask);
@@ -40,7 +40,12 @@ void GrammarMatcher::fill_allowed(TokenMask& mask) const {
     for (int id : vocab().eog_ids()) mask.set(id);
 }
 
-bool GrammarMatcher::advance(std::string_view bytes, ParserState& out) const {
+const TokenMask& GrammarMatcher::allowed_mask() const {
+  fill_allowed(shared_->allowed);
+  return shared_->allowed;
+}
+
+bool GrammarMatcher::advance(std::string_view bytes) const {
   Shared& s = *shared_;
   s.a = history_.back();
   for (char c : bytes) {
@@ -48,7 +53,6 @@ bool GrammarMatcher::advance(std::string_view bytes, ParserState& out) const {
     if (s.b.empty()) return false;
     s.a.swap(s.b);
   }
-  out = s.a;
   return true;
 }
 
@@ -58,8 +62,7 @@ bool GrammarMatcher::is_allowed(int token) const {
   if (vocab().is_eog(token)) return is_complete();
   const std::string* bytes = vocab().bytes(token);
   if (!bytes) return false;
-  ParserState next;
-  return advance(*bytes, next);
+  return advance(*bytes);
 }
 
 bool GrammarMatcher::accept(int token) {
@@ -76,9 +79,8 @@ bool GrammarMatcher::accept(int token) {
 
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   if (history_.back().empty()) return false;
-  ParserState next;
-  if (!advance(bytes, next)) return false;
-  history_.push_back(std::move(next));
+  if (!advance(bytes)) return false;
+  history_.push_back(shared_->a);
   return true;
 }
 

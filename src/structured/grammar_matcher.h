@@ -40,6 +40,10 @@ class GrammarMatcher {
   // end-of-generation token, only end-of-generation ids again (the document
   // stays ended; a speculative draft may run past its end).
   void fill_allowed(TokenMask& mask) const;
+  // fill_allowed() into one mask that the matcher and its forks share (one
+  // vocabulary-sized allocation for them all): valid until any of them next
+  // computes a mask.
+  const TokenMask& allowed_mask() const;
   // Whether one token is allowed next (cheaper than a mask for a single id).
   bool is_allowed(int token) const;
   // Advances by one token; returns false (and changes nothing) when the token
@@ -69,7 +73,9 @@ class GrammarMatcher {
  private:
   struct Shared;
   GrammarMatcher(std::shared_ptr<Shared> shared, ParserState state);
-  bool advance(std::string_view bytes, ParserState& out) const;
+  // Steps the current state through `bytes`; true, with the state reached in
+  // shared_->a, when every byte is allowed.
+  bool advance(std::string_view bytes) const;
 
   std::shared_ptr<Shared> shared_;
   std::vector<ParserState> history_;  // back() is the current state; empty state: ended

@@ -19,12 +19,6 @@ const std::set<std::string, std::less<>> kRefusedKeywords = {
     "contains", "minContains", "maxContains", "prefixItems", "additionalItems",
     "unevaluatedProperties", "unevaluatedItems", "multipleOf", "$dynamicRef", "$recursiveRef",
 };
-// Keywords that carry no constraint (and containers of definitions).
-const std::set<std::string, std::less<>> kAnnotations = {
-    "title", "description", "default", "examples", "$schema", "$id", "$comment", "$anchor",
-    "deprecated", "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "$defs",
-    "definitions", "discriminator", "$dynamicAnchor", "$recursiveAnchor", "example",
-};
 
 const std::map<std::string, std::string, std::less<>> kFormats = {
     {"date", "^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$"},

@@ -11,11 +11,6 @@ MaskComputer::MaskComputer(PushdownParser& parser, std::shared_ptr<const TokenVo
   walk_states_.resize(vocab_->max_depth() + 2);
 }
 
-int MaskComputer::n_cached_states() const {
-  return static_cast<int>(std::count_if(cache_.begin(), cache_.end(),
-                                        [](const auto& p) { return p != nullptr; }));
-}
-
 const MaskComputer::FrameLocal& MaskComputer::frame_local(int32_t state) {
   if (cache_[state]) return *cache_[state];
   auto fl = std::make_unique<FrameLocal>();
@@ -43,6 +38,10 @@ const MaskComputer::FrameLocal& MaskComputer::frame_local(int32_t state) {
     states[nd.depth + 1] = t;
     ++i;
   }
+  // By exit state, so that fill() computes each state's exit closure once (the
+  // walks below the nodes only add to a mask, so their order does not matter).
+  std::stable_sort(fl->exits.begin(), fl->exits.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
   // A bitmap costs n_ids / 8 bytes; a list 4 bytes an id.
   const int count = scratch_.count();
   if (static_cast<int64_t>(count) * 32 > v.n_ids())
@@ -57,10 +56,9 @@ void MaskComputer::walk_below(int32_t node, const std::vector<Config>& from, Tok
   const TokenVocabulary& v = *vocab_;
   const int base = v.depth(node) + 1;
   const int end = v.skip(node);
-  levels_[0] = from;
   for (int i = node + 1; i < end;) {
     const int d = v.depth(i) - base;
-    const std::vector<Config>& cur = levels_[d];
+    const std::vector<Config>& cur = d == 0 ? from : levels_[d];
     std::vector<Config>& next = levels_[d + 1];
     parser_.step(cur.data(), cur.data() + cur.size(), v.byte(i), next);
     if (next.empty()) {
@@ -78,8 +76,9 @@ void MaskComputer::fill(const ParserState& state, TokenMask& mask) {
   mask.clear_all();
   if (state.empty()) return;
   parser_.closure(state.data(), state.data() + state.size(), closure_);
-  const std::vector<Config> configs = closure_;  // closure_ is reused below
-  for (const Config& c : configs) {
+  // Nothing below writes closure_ (the exits use exit_closure_, the walks the
+  // parser's and levels_' scratch).
+  for (const Config& c : closure_) {
     const FrameLocal& fl = frame_local(c.state);
     if (!fl.bits.empty()) {
       uint64_t* w = mask.words();
@@ -87,19 +86,27 @@ void MaskComputer::fill(const ParserState& state, TokenMask& mask) {
     } else {
       for (int32_t id : fl.ids) mask.set(id);
     }
+    int32_t closed = -1;  // the exit state whose closure exit_closure_ holds
     for (auto [node, s] : fl.exits) {
       // Leaving the rule after `node`: the configurations that ending or
       // calling reach (staying in the rule is what the frame-local set covers).
-      const Config inside{c.below, s};
-      parser_.closure(&inside, &inside + 1, exit_closure_);
-      exit_closure_.erase(exit_closure_.begin());
+      if (s != closed) {
+        const Config inside{c.below, s};
+        parser_.closure(&inside, &inside + 1, exit_closure_);
+        exit_closure_.erase(exit_closure_.begin());
+        closed = s;
+      }
       if (exit_closure_.empty()) continue;
-      const std::vector<Config> from = exit_closure_;
-      walk_below(node, from, mask);
+      walk_below(node, exit_closure_, mask);
     }
   }
-  if (parser_.complete(state.data(), state.data() + state.size()))
-    for (int id : v.eog_ids()) mask.set(id);
+  // The document may end here: the root rule accepts somewhere in the closure
+  // (PushdownParser::complete(), on the closure already at hand).
+  for (const Config& c : closure_)
+    if (c.below < 0 && parser_.grammar().accepting(c.state)) {
+      for (int id : v.eog_ids()) mask.set(id);
+      break;
+    }
 }
 
 }  // namespace tandem::structured

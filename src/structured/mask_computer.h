@@ -28,14 +28,12 @@ class MaskComputer {
   // mask (resized to the vocabulary) = the tokens allowed after `state`.
   void fill(const ParserState& state, TokenMask& mask);
   const TokenVocabulary& vocab() const { return *vocab_; }
-  // How many grammar states have their frame-local sets cached.
-  int n_cached_states() const;
 
  private:
   struct FrameLocal {
     std::vector<uint64_t> bits;  // the allowed ids as a bitmap when there are many
     std::vector<int32_t> ids;    // ... or as a list when there are few
-    std::vector<std::pair<int32_t, int32_t>> exits;  // (trie node, automaton state there)
+    std::vector<std::pair<int32_t, int32_t>> exits;  // (trie node, automaton state there), by state
   };
   const FrameLocal& frame_local(int32_t state);
   // Adds the tokens below `node` that are allowed from configurations `from`.
@@ -44,7 +42,7 @@ class MaskComputer {
   PushdownParser& parser_;
   std::shared_ptr<const TokenVocabulary> vocab_;
   std::vector<std::unique_ptr<FrameLocal>> cache_;  // by grammar state
-  std::vector<std::vector<Config>> levels_;          // walk_below: configurations by depth
+  std::vector<std::vector<Config>> levels_;  // walk_below: configurations by depth below `node`
   std::vector<Config> closure_, exit_closure_;
   std::vector<int32_t> walk_states_;  // frame_local: automaton state by depth
   TokenMask scratch_;                 // frame_local: the allowed ids as they are found

@@ -14,15 +14,6 @@ struct Pattern::Node {
   std::vector<Pattern> separator;  // Members: one element
 };
 
-namespace {
-
-const std::vector<Pattern>& no_items() {
-  static const std::vector<Pattern> none;
-  return none;
-}
-
-}  // namespace
-
 Pattern::Pattern() : node_(std::make_shared<Node>()) {}
 
 Pattern Pattern::bytes(const ByteSet& set) {
@@ -90,7 +81,7 @@ Pattern Pattern::members(std::vector<Pattern> items, std::vector<bool> required,
 Pattern::Kind Pattern::kind() const { return node_->kind; }
 const ByteSet& Pattern::byte_set() const { return node_->bytes; }
 int Pattern::rule() const { return node_->rule; }
-const std::vector<Pattern>& Pattern::items() const { return node_ ? node_->items : no_items(); }
+const std::vector<Pattern>& Pattern::items() const { return node_->items; }
 int Pattern::min() const { return node_->min; }
 int Pattern::max() const { return node_->max; }
 const std::vector<bool>& Pattern::required() const { return node_->required; }

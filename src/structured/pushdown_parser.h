@@ -30,7 +30,6 @@ class PushdownParser {
  public:
   explicit PushdownParser(std::shared_ptr<const Grammar> g);
   const Grammar& grammar() const { return *grammar_; }
-  const std::shared_ptr<const Grammar>& grammar_ptr() const { return grammar_; }
 
   ParserState initial() const { return {{-1, grammar_->root_start()}}; }
   // `in` and every configuration reachable from it without reading a byte: by
@@ -41,7 +40,6 @@ class PushdownParser {
   void step(const Config* begin, const Config* end, uint8_t b, std::vector<Config>& out);
   // Whether the document can end here: the root rule in an accepting state.
   bool complete(const Config* begin, const Config* end);
-  size_t n_frames() const { return frames_.size(); }
 
  private:
   struct Frame {

@@ -19,11 +19,6 @@ std::vector<int> TokenMask::allowed_ids() const {
   return ids;
 }
 
-TokenMask& TokenMask::operator|=(const TokenMask& o) {
-  for (size_t i = 0; i < words_.size() && i < o.words_.size(); ++i) words_[i] |= o.words_[i];
-  return *this;
-}
-
 void apply_token_mask(const TokenMask& mask, float* logits, int n_logits) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int n = std::min(n_logits, mask.size());

@@ -20,7 +20,6 @@ class TokenMask {
   }
   int count() const;
   std::vector<int> allowed_ids() const;
-  TokenMask& operator|=(const TokenMask& o);
   bool operator==(const TokenMask& o) const = default;
   uint64_t* words() { return words_.data(); }
   const uint64_t* words() const { return words_.data(); }

@@ -8,6 +8,7 @@
 
 #include "structured/grammar_matcher.h"
 #include "support/byte_vocabulary.h"
+#include "support/test_util.h"
 #include "structured/json_lexical.h"
 #include "structured/json_schema.h"
 
@@ -37,13 +38,9 @@ class Doc {
   std::shared_ptr<const Grammar> grammar_;
 };
 
+// The error that compiling `schema` raises; "" when it compiles.
 std::string error_of(const std::string& schema) {
-  try {
-    compile_json_schema(ojson::parse(schema));
-  } catch (const SchemaError& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { compile_json_schema(ojson::parse(schema)); });
 }
 
 TEST(StructuredSchema, AnyJsonObject) {

@@ -26,11 +26,23 @@ namespace tandem::kernels {
 // K and V of one layer for one sequence. Position p lives in block p / block_size
 // at row p % block_size; a row holds n_kv_heads * head_dim values of `type`
 // (F32 or F16). A contiguous cache is one block as long as the context.
+//
+// With a remap, the positions the attention sees are logical: position p >=
+// remap_from reads the row of physical position remap[p - remap_from], and the
+// positions below it read their own rows. A drafted tree stores its nodes side
+// by side in the cache, and a node reads its ancestors' rows through the remap
+// as if they were the positions before it. The remap covers every position the
+// call attends to.
 struct KVSeqView {
   const void* const* k_blocks = nullptr;
   const void* const* v_blocks = nullptr;
   int block_size = 0;
   DType type = DType::F32;
+  const int* remap = nullptr;
+  int remap_from = 0;
+
+  // The physical position of logical position p.
+  int physical(int p) const { return remap && p >= remap_from ? remap[p - remap_from] : p; }
 };
 
 struct AttentionShape {
@@ -87,8 +99,9 @@ class Kernels {
   virtual void rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
                     RopeStyle style) = 0;
   // Causal attention for n_q query rows of one sequence. Row i (n_heads * head_dim
-  // floats of q) sits at position pos[i] and attends to cache positions [0, pos[i]],
-  // whose K/V must already be written. out has the same layout as q. Throws
+  // floats of q) sits at position pos[i] and attends to cache positions [0, pos[i]]
+  // (logical positions, read through kv's remap if it has one), whose K/V must
+  // already be written. out has the same layout as q. Throws
   // tandem::Error for a head size or grouping beyond the limits.
   void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                  const AttentionShape& shape, float* out);

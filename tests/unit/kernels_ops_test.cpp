@@ -117,6 +117,60 @@ TEST_P(AttentionTest, RowsBitIdenticalAloneOrTogether) {
   expect_rows_bit_identical_alone_or_together(GetParam());
 }
 
+// A remapped view (logical positions from remap_from on read scattered physical
+// rows, in blocks of 8) gives the bits of a view whose rows were gathered into
+// place beforehand, with the SIMD kernels of `target` and the reference: only
+// the rows' addresses differ, so the arithmetic is the same.
+void expect_remap_same_as_gathered(DType type, int64_t target = 0) {
+  const KVCacheShape shape{1, 2, 64};
+  const int n_heads = 4, len = 90, remap_from = 37, n_q = 13;
+  const kernels::AttentionShape ash{n_heads, 2, 64, 0.125f};
+  FilledCache scattered(shape, len, type);  // rows from randn(..., 1) and randn(..., 2)
+  std::vector<int> remap(n_q);              // distinct physical positions in [remap_from, len)
+  std::mt19937 rng(9);
+  std::vector<int> free_rows;
+  for (int p = remap_from; p < len; ++p) free_rows.push_back(p);
+  std::shuffle(free_rows.begin(), free_rows.end(), rng);
+  std::copy_n(free_rows.begin(), n_q, remap.begin());
+  const size_t re = shape.row_elems();
+  auto k = randn(size_t(len) * re, 1), v = randn(k.size(), 2);
+  ContiguousKVCache gathered(shape, 1, len, type);
+  const int g = gathered.allocate();
+  gathered.reserve(g, remap_from + n_q);
+  for (int p = 0; p < remap_from + n_q; ++p) {
+    const int from = p < remap_from ? p : remap[p - remap_from];
+    gathered.store(g, 0, p, &k[from * re], &v[from * re]);
+  }
+  gathered.set_length(g, remap_from + n_q);
+  // The scattered cache seen in blocks of 8 rows, through the remap.
+  const kernels::KVSeqView whole = scattered.cache.view(scattered.slot, 0);
+  const size_t row_bytes = dtype_row_bytes(type, int(re));
+  std::vector<const void*> kb, vb;
+  for (int b = 0; b * 8 < len; ++b) {
+    kb.push_back(static_cast<const uint8_t*>(whole.k_blocks[0]) + b * 8 * row_bytes);
+    vb.push_back(static_cast<const uint8_t*>(whole.v_blocks[0]) + b * 8 * row_bytes);
+  }
+  kernels::KVSeqView view{kb.data(), vb.data(), 8, type};
+  view.remap = remap.data();
+  view.remap_from = remap_from;
+
+  auto q = randn(size_t(n_q) * n_heads * 64, 5);
+  std::vector<int> pos(n_q);
+  for (int i = 0; i < n_q; ++i) pos[i] = remap_from + i;
+  pos[2] = 3;  // a row that stops before the remap
+  std::vector<float> a(q.size()), b(q.size());
+  ThreadPool pool(2);
+  auto kern = simd(pool, target);
+  kern->attention(q.data(), n_q, pos.data(), view, ash, a.data());
+  kern->attention(q.data(), n_q, pos.data(), gathered.view(g, 0), ash, b.data());
+  ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "SIMD kernels";
+  kernels::ref::attention(q.data(), n_q, pos.data(), view, ash, a.data(), pool);
+  kernels::ref::attention(q.data(), n_q, pos.data(), gathered.view(g, 0), ash, b.data(), pool);
+  ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << "reference kernels";
+}
+
+TEST_P(AttentionTest, RemapReadsWhatGatheredKeysGive) { expect_remap_same_as_gathered(GetParam()); }
+
 INSTANTIATE_TEST_SUITE_P(CacheTypes, AttentionTest, ::testing::Values(DType::F16, DType::F32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -131,6 +185,8 @@ TEST_P(AttentionEveryTarget, MatchesReferenceAndIsBatchInvariant) {
   expect_attention_matches_reference(2, 12, 128, 7, 301, DType::F16, GetParam());
   expect_attention_matches_reference(1, 3, 40, 4, 45, DType::F32, GetParam());
   expect_rows_bit_identical_alone_or_together(DType::F16, GetParam());
+  expect_remap_same_as_gathered(DType::F16, GetParam());
+  expect_remap_same_as_gathered(DType::F32, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(CompiledAndSupported, AttentionEveryTarget,

@@ -51,18 +51,27 @@ struct KeyBlockRows {
   const uint8_t* v[kKeyBlock];
 };
 
-// Positions [p0, p1) (at most kKeyBlock; none if p1 <= p0).
+// Positions [p0, p1) (at most kKeyBlock; none if p1 <= p0), logical: those
+// from kv.remap_from on are located at their remapped physical rows. Only the
+// addresses change, so a block's arithmetic is the same with a remap.
 HWY_INLINE void LocateRows(const KVSeqView& kv, int p0, int p1, int row_elems, int g, int hd,
                            KeyBlockRows& rows) {
   rows.n = std::max(0, p1 - p0);
   if (rows.n == 0) return;
   const size_t elem = ValueBytes(kv), head = size_t(g) * hd * elem, row = size_t(row_elems) * elem;
+  const int direct = kv.remap ? std::clamp(kv.remap_from - p0, 0, rows.n) : rows.n;
   int block = p0 / kv.block_size, in_block = p0 % kv.block_size;
-  for (int j = 0; j < rows.n; ++j) {
+  for (int j = 0; j < direct; ++j) {
     const size_t at = in_block * row + head;
     rows.k[j] = static_cast<const uint8_t*>(kv.k_blocks[block]) + at;
     rows.v[j] = static_cast<const uint8_t*>(kv.v_blocks[block]) + at;
     if (++in_block == kv.block_size) in_block = 0, ++block;
+  }
+  for (int j = direct; j < rows.n; ++j) {
+    const int p = kv.remap[p0 + j - kv.remap_from];
+    const size_t at = size_t(p % kv.block_size) * row + head;
+    rows.k[j] = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_size]) + at;
+    rows.v[j] = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_size]) + at;
   }
 }
 

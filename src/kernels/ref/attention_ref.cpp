@@ -10,8 +10,10 @@
 namespace tandem::kernels::ref {
 namespace {
 
-// Cached row `p` (n_kv_heads * head_dim values) of K or V as floats.
-void load_row(const void* const* blocks, const KVSeqView& kv, int p, int row_elems, float* out) {
+// Cached row of logical position `p` (n_kv_heads * head_dim values) of K or V as floats.
+void load_row(const void* const* blocks, const KVSeqView& kv, int logical, int row_elems,
+              float* out) {
+  const int p = kv.physical(logical);
   const auto* block = static_cast<const uint8_t*>(blocks[p / kv.block_size]);
   const size_t row_bytes = dtype_row_bytes(kv.type, row_elems);
   dequantize_row(kv.type, block + static_cast<size_t>(p % kv.block_size) * row_bytes, out,

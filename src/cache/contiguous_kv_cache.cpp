@@ -1,6 +1,7 @@
 #include "cache/contiguous_kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 #include "kernels/quants.h"
@@ -81,6 +82,18 @@ void ContiguousKVCache::store(int slot, int layer, int pos, const float* k, cons
   uint8_t* vd = row(v_, slot, layer, pos);
   quantize_row(type_, k, kd, shape_.row_elems());
   quantize_row(type_, v, vd, shape_.row_elems());
+}
+
+void ContiguousKVCache::move(int slot, int from, int to) {
+  check_slot(slot);
+  const int len = lengths_[slot];
+  check(from >= 0 && from < len && to >= 0 && to < len,
+        "KV cache: move: slot {} positions {} -> {} outside its length {}", slot, from, to, len);
+  if (from == to) return;
+  for (int l = 0; l < shape_.n_layers; ++l) {
+    std::memcpy(row(k_, slot, l, to), row(k_, slot, l, from), row_bytes_);
+    std::memcpy(row(v_, slot, l, to), row(v_, slot, l, from), row_bytes_);
+  }
 }
 
 int64_t ContiguousKVCache::free_positions() const {

@@ -34,6 +34,11 @@ class KVCache {
   virtual void truncate_to(int slot, int new_len) = 0;
   // Write K and V (row_elems floats each) for one position of one layer.
   virtual void store(int slot, int layer, int pos, const float* k, const float* v) = 0;
+  // Copy the K and V of every layer at position `from` to position `to` (both
+  // below length(slot)). After a drafted tree's verification the runner moves
+  // the accepted nodes, in depth order, to the positions of a chain, then
+  // truncates the rest.
+  virtual void move(int slot, int from, int to) = 0;
   // View of a slot's K/V in one layer for the attention kernel.
   virtual kernels::KVSeqView view(int slot, int layer) const = 0;
 

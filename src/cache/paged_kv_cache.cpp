@@ -1,6 +1,7 @@
 #include "cache/paged_kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "core/error.h"
@@ -182,6 +183,25 @@ void PagedKVCache::store(int slot, int layer, int pos, const float* k, const flo
   const int row = pos % block_size_;
   quantize_row(type_, k, k_row(b, layer, row), shape_.row_elems());
   quantize_row(type_, v, v_row(b, layer, row), shape_.row_elems());
+}
+
+// The target must be in a block this slot owns alone: a shared prefix block is
+// read-only (other sequences read it).
+void PagedKVCache::move(int slot, int from, int to) {
+  Slot& s = checked_slot(slot, "move");
+  check(from >= 0 && from < s.length && to >= 0 && to < s.length,
+        "paged KV cache: move: slot {} positions {} -> {} outside its length {}", slot, from, to,
+        s.length);
+  if (from == to) return;
+  const int i = to / block_size_, dst = s.blocks[i], src = s.blocks[from / block_size_];
+  check(i >= s.shared_blocks && pool_.refs(dst) == 1 && !index_.contains(dst),
+        "paged KV cache: move: slot {} position {} is in shared prefix block {} (read-only; "
+        "the slot's first {} positions are shared)", slot, to, dst, s.shared_blocks * block_size_);
+  const int from_row = from % block_size_, to_row = to % block_size_;
+  for (int l = 0; l < shape_.n_layers; ++l) {
+    std::memcpy(k_row(dst, l, to_row), k_row(src, l, from_row), row_bytes_);
+    std::memcpy(v_row(dst, l, to_row), v_row(src, l, from_row), row_bytes_);
+  }
 }
 
 kernels::KVSeqView PagedKVCache::view(int slot, int layer) const {

@@ -13,9 +13,14 @@
 
 namespace tandem {
 
-// The positions of one slot in a pass: rows [begin, end).
+// A chain of positions of one slot in a pass: rows [begin, end), each row the
+// child of the one before. A run of drafted tree nodes reads its ancestors
+// through a remap (kernels::KVSeqView): logical positions from remap_from on
+// are at the physical positions remap[remap_begin..] of ForwardState::remap.
 struct SlotRun {
   int slot, begin, end;
+  int remap_begin = -1;  // -1: no remap (logical and physical positions agree)
+  int remap_from = 0;
 };
 
 struct ForwardState {
@@ -35,6 +40,8 @@ struct ForwardState {
   AlignedVector<float> rope_cos;  // (max_tokens, head_dim / 2) each position's rotation
   AlignedVector<float> rope_sin;  // (max_tokens, head_dim / 2)
   std::vector<SlotRun> runs;      // (at most max_tokens) the slots' runs of the pass
+  std::vector<int> remap;         // the runs' remaps, one after another (reserved; grows
+                                  // only for trees with many deep branches in one pass)
 };
 
 }  // namespace tandem

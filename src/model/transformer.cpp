@@ -38,8 +38,32 @@ void ForwardBatch::add_sequence(int slot, const int* ids, int n, int start, bool
                                 bool last_logits) {
   for (int i = 0; i < n; ++i) {
     if (all_logits || (last_logits && i == n - 1)) logit_rows.push_back(size());
+    if (!parents.empty()) parents.push_back(-1);
+    if (!kv_positions.empty()) kv_positions.push_back(start + i);
     tokens.push_back(ids[i]);
     positions.push_back(start + i);
+    slots.push_back(slot);
+  }
+}
+
+void ForwardBatch::add_tree(int slot, const int* ids, const int* parent, int n, int start,
+                            bool all_logits) {
+  for (int j = 0; j < n; ++j)
+    check(parent[j] >= -1 && parent[j] < j,
+          "add_tree: token {}'s parent {} is not an earlier token of the tree (-1 or in [0, {}))",
+          j, parent[j], j);
+  // The tokens before the first tree follow their slots' previous positions,
+  // where they are written.
+  const int base = size();
+  parents.resize(base, -1);
+  if (kv_positions.empty()) kv_positions = positions;
+  for (int j = 0; j < n; ++j) {
+    if (all_logits) logit_rows.push_back(size());
+    const int p = parent[j] < 0 ? -1 : base + parent[j];
+    parents.push_back(p);
+    kv_positions.push_back(start + j);
+    positions.push_back(p < 0 ? start : positions[p] + 1);
+    tokens.push_back(ids[j]);
     slots.push_back(slot);
   }
 }
@@ -68,19 +92,51 @@ void Transformer::validate(const ForwardBatch& b, KVCache& cache) const {
   check(n > 0, "forward: empty batch");
   check(static_cast<int>(b.positions.size()) == n && static_cast<int>(b.slots.size()) == n,
         "forward: tokens, positions and slots differ in length");
+  check(b.parents.empty() || static_cast<int>(b.parents.size()) == n,
+        "forward: {} parents for {} tokens", b.parents.size(), n);
+  check(b.kv_positions.empty() || static_cast<int>(b.kv_positions.size()) == n,
+        "forward: {} physical positions for {} tokens", b.kv_positions.size(), n);
+  int run_begin = 0, chain_end = 0;
   for (int i = 0; i < n; ++i) {
     check(b.tokens[i] >= 0 && b.tokens[i] < c_.vocab_size,
           "forward: token id {} outside the vocabulary [0, {})", b.tokens[i], c_.vocab_size);
-    bool run_start = i == 0 || b.slots[i] != b.slots[i - 1];
-    int expect = run_start ? cache.length(b.slots[i]) : b.positions[i - 1] + 1;
-    check(b.positions[i] == expect,
-          "forward: slot {} token {} has position {}, expected {} (positions must continue "
-          "the cache)", b.slots[i], i, b.positions[i], expect);
-    check(b.positions[i] < c_.context_length,
-          "forward: position {} beyond the model's context length {}", b.positions[i],
-          c_.context_length);
+    if (i == 0 || b.slots[i] != b.slots[i - 1]) {
+      run_begin = i;
+      chain_end = cache.length(b.slots[i]);
+    }
+    const int expect = i == run_begin ? chain_end : b.kv_position(i - 1) + 1;
+    check(b.kv_position(i) == expect,
+          "forward: slot {} token {} has physical position {}, expected {} (positions must "
+          "continue the cache)", b.slots[i], i, b.kv_position(i), expect);
+    validate_logical(b, i, run_begin, chain_end);
+    // The slot's positions [0, chain_end) hold one chain: logical == physical.
+    if (b.positions[i] == chain_end && b.kv_position(i) == chain_end) ++chain_end;
   }
   for (int r : b.logit_rows) check(r >= 0 && r < n, "forward: logit row {} outside the batch", r);
+}
+
+// A token's logical position: its parent's plus one, or for a token without a
+// parent in the batch at most chain_end (its keys below it are the slot's
+// chain). It never exceeds its physical position, nor the model's context.
+void Transformer::validate_logical(const ForwardBatch& b, int i, int run_begin,
+                                   int chain_end) const {
+  const int parent = b.parent(i), pos = b.positions[i];
+  if (parent >= 0) {
+    check(parent < i && parent >= run_begin,
+          "forward: slot {} token {}'s parent {} is not an earlier token of the slot in the batch",
+          b.slots[i], i, parent);
+    check(pos == b.positions[parent] + 1,
+          "forward: slot {} tree token {} has position {}, expected its parent's plus one ({})",
+          b.slots[i], i, pos, b.positions[parent] + 1);
+  } else {
+    check(parent == -1, "forward: slot {} token {} has parent {}", b.slots[i], i, parent);
+    check(pos >= 0 && pos <= chain_end,
+          "forward: slot {} token {} has position {}, but the slot holds a chain only up to "
+          "position {} (the tokens of a tree name their parents)", b.slots[i], i, pos,
+          chain_end);
+  }
+  check(pos < c_.context_length, "forward: position {} beyond the model's context length {}", pos,
+        c_.context_length);
 }
 
 // Cache room for each slot's run, before any pass writes; the lengths advance
@@ -88,14 +144,14 @@ void Transformer::validate(const ForwardBatch& b, KVCache& cache) const {
 void Transformer::reserve_cache(const ForwardBatch& b, KVCache& cache) const {
   for (int i = 0; i < b.size(); ++i)
     if (ends_run(b, i))
-      check(cache.reserve(b.slots[i], b.positions[i] + 1),
+      check(cache.reserve(b.slots[i], b.kv_position(i) + 1),
             "forward: KV cache has no room for slot {} up to position {}", b.slots[i],
-            b.positions[i]);
+            b.kv_position(i));
 }
 
 void Transformer::advance_cache(const ForwardBatch& b, KVCache& cache) const {
   for (int i = 0; i < b.size(); ++i)
-    if (ends_run(b, i)) cache.set_length(b.slots[i], b.positions[i] + 1);
+    if (ends_run(b, i)) cache.set_length(b.slots[i], b.kv_position(i) + 1);
 }
 
 void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) {
@@ -103,7 +159,9 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
   reserve_cache(b, cache);
   for (int begin = 0; begin < b.size(); begin += state_.max_tokens) {
     const int n = std::min(state_.max_tokens, b.size() - begin);
-    const PassRows p{&b.tokens[begin], &b.positions[begin], &b.slots[begin], begin, n};
+    const int* kv_positions = b.kv_positions.empty() ? b.positions.data() : b.kv_positions.data();
+    const PassRows p{&b.tokens[begin], &b.positions[begin], kv_positions + begin,
+                     &b.slots[begin], begin, n};
     run_pass(b, p, cache, logits);
   }
   advance_cache(b, cache);
@@ -111,7 +169,7 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
 
 void Transformer::run_pass(const ForwardBatch& b, const PassRows& p, KVCache& cache,
                            float* logits) {
-  find_runs(p);
+  find_runs(b, p);
   embed(p);
   for (int l = 0; l < c_.n_layers; ++l) {
     attention_block(l, p, cache);
@@ -120,14 +178,41 @@ void Transformer::run_pass(const ForwardBatch& b, const PassRows& p, KVCache& ca
   head(b, p, logits);
 }
 
-// The slots' runs of consecutive rows in the pass: each attends as one call.
-void Transformer::find_runs(const PassRows& p) {
+// The slots' chains of consecutive rows in the pass: each attends as one call.
+// A chain continues while a row is the child of the row before it: its parent,
+// or (no parent named) the row before holds the chain's previous position.
+void Transformer::find_runs(const ForwardBatch& b, const PassRows& p) {
   auto& runs = state_.runs;
   runs.clear();
+  state_.remap.clear();
+  auto continues = [&](int i) {
+    const int at = p.begin + i, parent = b.parent(at);
+    return p.slots[i] == p.slots[i - 1] &&
+           (parent == at - 1 || (parent == -1 && p.positions[i] == p.positions[i - 1] + 1 &&
+                                 p.positions[i - 1] == p.kv_positions[i - 1]));
+  };
   for (int i = 0; i < p.n; ++i) {
-    if (i == 0 || p.slots[i] != p.slots[i - 1]) runs.push_back({p.slots[i], i, i});
+    if (i == 0 || !continues(i)) runs.push_back({p.slots[i], i, i, -1, 0});
     runs.back().end = i + 1;
   }
+  for (SlotRun& r : runs) add_remap(b, p.begin + r.end - 1, r);
+}
+
+// The remap of a run whose last row is batch row `last`: the physical positions
+// of its path's nodes from the first whose logical and physical positions
+// differ (below it they agree: the slot's chain) to `last`. None when they
+// agree all along. The path may reach into earlier passes, whose K/V is cached.
+void Transformer::add_remap(const ForwardBatch& b, int last, SlotRun& run) {
+  int from = b.positions[last] + 1;
+  for (int i = last; i >= 0 && b.kv_position(i) != b.positions[i]; i = b.parent(i))
+    from = b.positions[i];
+  if (from > b.positions[last]) return;
+  auto& remap = state_.remap;
+  run.remap_begin = static_cast<int>(remap.size());
+  run.remap_from = from;
+  remap.resize(remap.size() + (b.positions[last] - from + 1));
+  for (int i = last; i >= 0 && b.kv_position(i) != b.positions[i]; i = b.parent(i))
+    remap[run.remap_begin + b.positions[i] - from] = b.kv_position(i);
 }
 
 // The pass's rows of the residual stream (token embeddings), and the rotation of
@@ -153,9 +238,15 @@ void Transformer::attention_block(int l, const PassRows& p, KVCache& cache) {
   }
   rotate_and_cache(l, p, cache);
   const size_t q_dim = size_t(c_.n_heads) * c_.head_dim;
-  for (const SlotRun& r : s.runs)
-    kernels_->attention(&s.q[r.begin * q_dim], r.end - r.begin, &p.positions[r.begin],
-                        cache.view(r.slot, l), attention_shape_, &s.attn[r.begin * q_dim]);
+  for (const SlotRun& r : s.runs) {
+    kernels::KVSeqView kv = cache.view(r.slot, l);
+    if (r.remap_begin >= 0) {
+      kv.remap = &s.remap[r.remap_begin];
+      kv.remap_from = r.remap_from;
+    }
+    kernels_->attention(&s.q[r.begin * q_dim], r.end - r.begin, &p.positions[r.begin], kv,
+                        attention_shape_, &s.attn[r.begin * q_dim]);
+  }
   kernels_->matmul(L.wo, s.attn.data(), p.n, s.out.data());
   add_block_output(p.n);
 }
@@ -180,7 +271,7 @@ void Transformer::rotate_and_cache(int l, const PassRows& p, KVCache& cache) {
     const float* sin = &s.rope_sin[size_t(i) * half];
     kernels_->rope(q, c_.n_heads, hd, cos, sin, c_.rope_style);
     kernels_->rope(k, c_.n_kv_heads, hd, cos, sin, c_.rope_style);
-    cache.store(p.slots[i], l, p.positions[i], k, v);
+    cache.store(p.slots[i], l, p.kv_positions[i], k, v);
   }
 }
 

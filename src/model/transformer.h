@@ -2,6 +2,8 @@
 // explicit positions and cache slots. One code path serves prefill, single-token
 // decode and the K+1-position verification of speculative decoding: each token
 // appends its K/V at (slot, position) and attends causally to its slot's cache.
+// A drafted tree is verified in one pass too: its nodes are written side by side
+// and each attends to its own ancestors (ForwardBatch::add_tree).
 #pragma once
 #include <memory>
 #include <vector>
@@ -15,16 +17,44 @@
 
 namespace tandem {
 
+// Tokens of one slot are consecutive. Each has a logical position (its RoPE
+// angle and causal extent) and a physical one (where its K/V is written); they
+// differ only for the nodes of a drafted tree, which lie side by side in the
+// cache. Physical positions continue the slot's cache.
 struct ForwardBatch {
   std::vector<int> tokens;
-  std::vector<int> positions;  // tokens of one slot are consecutive and continue its cache
+  std::vector<int> positions;  // logical
   std::vector<int> slots;
   std::vector<int> logit_rows;  // indices into tokens whose logits are wanted, in output order
+  // Per token: the batch index of its parent in a drafted tree, or -1 when it
+  // follows the previous position of its slot (every token added by
+  // add_sequence). Empty when the batch holds no tree.
+  std::vector<int> parents;
+  // Per token: its physical position. Empty when the batch holds no tree (then
+  // equal to positions).
+  std::vector<int> kv_positions;
 
-  void clear() { tokens.clear(); positions.clear(); slots.clear(); logit_rows.clear(); }
+  void clear() {
+    tokens.clear();
+    positions.clear();
+    slots.clear();
+    logit_rows.clear();
+    parents.clear();
+    kv_positions.clear();
+  }
   // Append n tokens of one sequence at positions start.., optionally all wanting logits.
   void add_sequence(int slot, const int* ids, int n, int start, bool all_logits, bool last_logits);
+  // Append a tree of n tokens of one sequence: parent[j] is the index (within
+  // these n, < j) of token j's parent, or -1 for a child of the token at
+  // position start - 1 (the slot's last cached or earlier-added position). Token j
+  // is rotated and attends as position start + depth(j) (its logical position) and
+  // its K/V is written at cache position start + j (its physical position).
+  // With all_logits every token's logits are wanted. Throws tandem::Error for a
+  // parent index outside [-1, j).
+  void add_tree(int slot, const int* ids, const int* parent, int n, int start, bool all_logits);
   int size() const { return static_cast<int>(tokens.size()); }
+  int parent(int i) const { return parents.empty() ? -1 : parents[i]; }
+  int kv_position(int i) const { return kv_positions.empty() ? positions[i] : kv_positions[i]; }
 };
 
 class Transformer {
@@ -61,16 +91,19 @@ class Transformer {
   // Rows [begin, begin + n) of a batch: the positions of one pass.
   struct PassRows {
     const int* tokens;
-    const int* positions;
+    const int* positions;     // logical
+    const int* kv_positions;  // physical
     const int* slots;
     int begin, n;
   };
 
   void validate(const ForwardBatch& batch, KVCache& cache) const;
+  void validate_logical(const ForwardBatch& batch, int i, int run_begin, int chain_end) const;
   void reserve_cache(const ForwardBatch& batch, KVCache& cache) const;
   void advance_cache(const ForwardBatch& batch, KVCache& cache) const;
   void run_pass(const ForwardBatch& batch, const PassRows& p, KVCache& cache, float* logits);
-  void find_runs(const PassRows& p);
+  void find_runs(const ForwardBatch& batch, const PassRows& p);
+  void add_remap(const ForwardBatch& batch, int last, SlotRun& run);
   void embed(const PassRows& p);
   void attention_block(int layer, const PassRows& p, KVCache& cache);
   void rotate_and_cache(int layer, const PassRows& p, KVCache& cache);

@@ -6,9 +6,10 @@
 // that a block's scores are computed along the lanes, kPairs (row, head) pairs
 // at a time) and applies them to every query head of the group and every row of
 // the tile (GQA: each KV head is read once per tile). Key blocks start at
-// multiples of kKeyBlock in absolute position and every row stops at its own
-// position, so a row's arithmetic is the same whichever rows share the call
-// (batch invariance).
+// multiples of kKeyBlock in absolute (logical) position and every row stops at
+// its own position, so a row's arithmetic is the same whichever rows share the
+// call (batch invariance), and whether its keys are read through a remap (a
+// drafted tree's node reading its ancestors) or from consecutive rows.
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE

@@ -103,10 +103,17 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_flag("--draft-lookup", s.lookup,
                 "Draft model: propose an n-gram match from the text so far instead where "
                 "lookups are accepted at least as often as the model's drafts");
+  cmd->add_option("--tree", s.tree,
+                  "Draft trees: verify up to N more positions beside each draft's main chain "
+                  "(a draft model's runner-up tokens where it is unsure, other n-gram "
+                  "matches' continuations); 0 = chains (default)");
 }
 
 SpecOptions spec_options(const SpecCliOptions& s) {
   SpecOptions o;
+  check(s.tree >= 0 && s.tree <= kMaxDraft, "--tree: must be in [0, {}], got {}", kMaxDraft,
+        s.tree);
+  o.tree_extra = s.tree;
   if (s.k == "auto") {
     o.adaptive = true;
     o.k = 12;
@@ -130,13 +137,15 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
   if (s.draft.empty()) return out;
   if (s.draft == "ngram") {
     check(!s.lookup, "--draft-lookup goes with a draft model (-d MODEL), not -d ngram");
-    out.drafter = std::make_unique<NgramDrafter>();
+    // With trees, the continuations of up to four earlier occurrences.
+    out.drafter = std::make_unique<NgramDrafter>(4, 1, 0.5, s.tree > 0 ? 4 : 1);
     return out;
   }
   out.draft_model = Model::load(s.draft, target.kernel_config());
   int vocab = s.draft_vocab;
   if (vocab < 0) vocab = out.draft_model->config().vocab_size > 65536 ? 32768 : 0;
-  auto model = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab);
+  auto model =
+      std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab, s.tree);
   if (s.lookup)
     out.drafter = std::make_unique<LookupFirstDrafter>(std::move(model));
   else

@@ -31,6 +31,7 @@ struct Opts {
   std::string model;
   SpecCliOptions spec;
   std::string k_list = "1,2,3,4,5,6,8,auto";
+  std::string tree_list = "0";
   std::string prompts = "prompts/code.jsonl";
   int n = 128;
   int threads = 0;
@@ -147,20 +148,23 @@ struct Run {
 // and its totals so far.
 struct Config {
   std::string k;  // "" for plain decoding
+  int tree = 0;   // draft trees: positions beyond the main chain (0: chains)
   SpecSetup setup;
   std::unique_ptr<Engine> engine;
   Run run;
 };
 
 std::unique_ptr<Config> make_config(const Model& target, ThreadPool& pool, const Opts& o,
-                                    const std::string& k,
+                                    const std::string& k, int tree,
                                     const std::vector<Prompt>& prompts) {
   auto c = std::make_unique<Config>();
   c->k = k;
+  c->tree = tree;
   SpecCliOptions spec;
   if (!k.empty()) {
     spec = o.spec;
     spec.k = k;
+    spec.tree = tree;
   }
   EngineOptions eo;
   size_t longest = 0;
@@ -224,14 +228,18 @@ void run_interleaved(std::vector<std::unique_ptr<Config>>& configs, const Opts& 
 
 struct Row {
   std::string k;
+  int tree = 0;
+  // K, and a tree's extra positions: "3", "auto+t4".
+  std::string label() const { return tree > 0 ? fmt::format("{}+t{}", k, tree) : k; }
   double spec_tps = 0, speedup = 0, acceptance = 0, alpha = 0, tokens_per_round = 0, c = 0, v = 0,
          predicted = 0, mean_k = 0, draft_rounds = 0;
   int mismatches = 0;
 };
 
-Row summarise(const std::string& k, const Run& plain, const Run& spec) {
+Row summarise(const std::string& k, int tree, const Run& plain, const Run& spec) {
   Row r;
   r.k = k;
+  r.tree = tree;
   r.spec_tps = spec.tok_per_s();
   r.speedup = plain.tok_per_s() > 0 ? r.spec_tps / plain.tok_per_s() : 0;
   r.acceptance = spec.drafted ? double(spec.accepted) / spec.drafted : 0;
@@ -265,6 +273,35 @@ Row summarise(const std::string& k, const Run& plain, const Run& spec) {
   return r;
 }
 
+// Speedup against K, one line per tree size (chains first), and the chains'
+// acceptance rate; the title names the sampling temperature.
+void write_chart(const Opts& o, const std::vector<Row>& rows, const std::vector<int>& trees) {
+  static const char* kColours[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
+  std::vector<double> x;
+  for (const auto& r : rows)
+    if (r.k != "auto" && r.tree == trees.front()) x.push_back(std::stoi(r.k));
+  if (x.empty()) return;
+  std::vector<ChartSeries> series;
+  for (size_t t = 0; t < trees.size(); ++t) {
+    std::vector<double> speedup;
+    for (const auto& r : rows)
+      if (r.k != "auto" && r.tree == trees[t]) speedup.push_back(r.speedup);
+    series.push_back({trees[t] > 0 ? fmt::format("speedup, trees +{}", trees[t])
+                                   : std::string("speedup, chains"),
+                      kColours[t % 5], speedup, false});
+  }
+  std::vector<double> accept;
+  for (const auto& r : rows)
+    if (r.k != "auto" && r.tree == trees.front()) accept.push_back(r.acceptance);
+  series.push_back({"acceptance rate", "#d62728", accept, true});
+  const std::string temp = o.sampling.greedy()
+                               ? std::string("greedy")
+                               : fmt::format("temperature {}", o.sampling.temperature);
+  write_svg_chart(o.chart, fmt::format("speculative decoding: {}, {}", o.prompts, temp),
+                  "K (drafted tokens per round)", x, series);
+  fmt::print("\nchart written to {}\n", o.chart);
+}
+
 }  // namespace
 
 void add_bench_spec_command(CLI::App* bench) {
@@ -279,6 +316,10 @@ void add_bench_spec_command(CLI::App* bench) {
   cmd->add_flag("--draft-lookup", o.spec.lookup,
                 "Draft model: n-gram lookups first where they are accepted as often");
   cmd->add_option("-k", o.k_list, "Comma-separated draft lengths, 'auto' allowed")
+      ->capture_default_str();
+  cmd->add_option("--tree", o.tree_list,
+                  "Comma-separated draft-tree sizes (positions beyond the main chain; 0 = "
+                  "chains): each K runs with each")
       ->capture_default_str();
   cmd->add_option("--prompts", o.prompts,
                   "JSONL prompt set: {\"prompt\": ..., \"chat\": bool, \"json_schema\": {...} or "
@@ -308,7 +349,19 @@ void add_bench_spec_command(CLI::App* bench) {
     for (std::string k; std::getline(ss, k, ',');)
       if (!k.empty()) ks.push_back(k);
     check(!ks.empty(), "-k: no draft lengths given");
-    for (const auto& k : ks) spec_options({o.spec.draft, k});  // validate before the long run
+    std::vector<int> trees;
+    std::stringstream ts(o.tree_list);
+    for (std::string t; std::getline(ts, t, ',');) {
+      if (t.empty()) continue;
+      try {
+        trees.push_back(std::stoi(t));
+      } catch (const std::exception&) {
+        fail("--tree: '{}' is not a number", t);
+      }
+    }
+    check(!trees.empty(), "--tree: no tree sizes given");
+    for (const auto& k : ks)  // validate before the long run
+      for (int t : trees) spec_options({o.spec.draft, k, -1, false, t});
     check(o.reps >= 1, "--reps must be at least 1, got {}", o.reps);
 
     fmt::print("target {}\ndraft  {}\nprompts {} ({} prompts, {} under a JSON schema), {} tokens "
@@ -317,26 +370,28 @@ void add_bench_spec_command(CLI::App* bench) {
                pool.size(),
                o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
     std::vector<std::unique_ptr<Config>> configs;
-    configs.push_back(make_config(*target, pool, o, "", prompts));
-    for (const auto& k : ks) configs.push_back(make_config(*target, pool, o, k, prompts));
+    configs.push_back(make_config(*target, pool, o, "", 0, prompts));
+    for (int t : trees)
+      for (const auto& k : ks) configs.push_back(make_config(*target, pool, o, k, t, prompts));
     run_interleaved(configs, o, prompts, vocab);
     const Run& plain = configs.front()->run;
     fmt::print("plain decode: {:.2f} tok/s ({} tokens)\n", plain.tok_per_s(), plain.decoded);
     if (n_constrained > 0)
       for (const auto& c : configs)
         fmt::print("constraint, {:>5}: {:.3f} ms per token ({:.1f}% of a plain decode step)\n",
-                   c->k.empty() ? "plain" : "K=" + c->k, c->run.constraint_ms_per_token(),
+                   c->k.empty() ? "plain" : "K=" + Row{c->k, c->tree}.label(),
+                   c->run.constraint_ms_per_token(),
                    100 * c->run.constraint_share_of(plain));
     fmt::print("\n");
-    fmt::print("{:>5} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
+    fmt::print("{:>8} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
                "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v", "predicted",
                "effic", "same");
     std::vector<Row> rows;
     for (size_t i = 1; i < configs.size(); ++i) {
-      Row r = summarise(configs[i]->k, plain, configs[i]->run);
-      fmt::print("{:>5} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
+      Row r = summarise(configs[i]->k, configs[i]->tree, plain, configs[i]->run);
+      fmt::print("{:>8} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
                  "{:>8.2f}x {:>6.0f}% {:>6}\n",
-                 r.k, plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance, r.alpha,
+                 r.label(), plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance, r.alpha,
                  r.tokens_per_round, r.c, r.v, r.predicted,
                  r.predicted > 0 ? 100 * r.speedup / r.predicted : 0,
                  o.sampling.greedy() ? (r.mismatches ? fmt::format("{} diff", r.mismatches)
@@ -344,7 +399,7 @@ void add_bench_spec_command(CLI::App* bench) {
                                      : std::string("n/a"));
       rows.push_back(r);
     }
-    // Best fixed K (or auto when it is the only one).
+    // Best fixed K (or auto when it is the only one), chains or trees.
     const Row* best = nullptr;
     for (const auto& r : rows)
       if (r.k != "auto" && (!best || r.speedup > best->speedup)) best = &r;
@@ -352,6 +407,7 @@ void add_bench_spec_command(CLI::App* bench) {
     auto row_json = [&](const Row& r) {
       nlohmann::json j;
       j["k"] = r.k == "auto" ? nlohmann::json("auto") : nlohmann::json(std::stoi(r.k));
+      j["tree_extra"] = r.tree;
       j["spec_tok_per_s"] = r.spec_tps;
       j["speedup"] = r.speedup;
       j["acceptance_rate"] = r.acceptance;
@@ -379,24 +435,11 @@ void add_bench_spec_command(CLI::App* bench) {
       nlohmann::json row = row_json(rows[i]);
       if (n_constrained > 0) row["constraint"] = constraint_json(configs[i + 1]->run);
       out["per_k"].push_back(row);
-      if (rows[i].k == "auto") out["auto"] = row;
+      if (rows[i].k == "auto" && rows[i].tree == 0) out["auto"] = row;
+      if (rows[i].k == "auto" && rows[i].tree > 0) out["auto_tree"] = row;
     }
     if (n_constrained > 0) out["plain_constraint"] = constraint_json(plain);
-    if (!o.chart.empty()) {
-      std::vector<double> x, speedup, accept;
-      for (const auto& r : rows)
-        if (r.k != "auto") {
-          x.push_back(std::stoi(r.k));
-          speedup.push_back(r.speedup);
-          accept.push_back(r.acceptance);
-        }
-      if (!x.empty()) {
-        write_svg_chart(o.chart, fmt::format("speculative decoding: {}", o.prompts), "K (drafted tokens per round)", x,
-                        {{"speedup", "#1f77b4", speedup, false},
-                         {"acceptance rate", "#d62728", accept, true}});
-        fmt::print("\nchart written to {}\n", o.chart);
-      }
-    }
+    if (!o.chart.empty()) write_chart(o, rows, trees);
     fmt::print("\n{}\n", out.dump());
   });
 }

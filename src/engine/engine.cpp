@@ -151,7 +151,8 @@ std::vector<Sequence*> Engine::plan_round(std::vector<int>& k) {
     int64_t need = 0, need_draft = 0;
     for (size_t i = 0; i < decoding.size(); ++i) {
       const int len = static_cast<int>(decoding[i]->tokens().size());
-      need += cache_->positions_needed(decoding[i]->target_slot, len + k[i]);
+      need += cache_->positions_needed(decoding[i]->target_slot,
+                                       len + runner_->positions_for(*decoding[i], k[i]));
       if (draft_memory && k[i] > 0)
         need_draft += draft_memory->positions_needed(decoding[i]->draft_context(), k[i]);
     }

@@ -142,8 +142,13 @@ std::unique_ptr<CostAwareStop> DraftPolicy::draft_stop(std::span<const RoundRequ
                                          drafting, recent_tokens_ / recent_ms_);
 }
 
+int DraftPolicy::position_budget(int room, int k) const {
+  if (k <= 0) return 0;
+  return std::max(k, std::min(k + opt_.tree_extra, room));
+}
+
 void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& drafts,
-                       const CostAwareStop* stop) {
+                       const CostAwareStop* stop, std::span<const int> k) {
   const bool trim_free = drafter_ && drafter_->free_proposals() &&
                          (opt_.adaptive || opt_.opt_out) && costs_.verify_points() >= 2;
   if (trim_free) {
@@ -151,13 +156,18 @@ void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& 
     for (size_t i = 0; i < round.size(); ++i) {
       const Draft& d = drafts[i];
       const double alpha = d.alpha >= 0 ? d.alpha : state(round[i].ctx.id).acceptance.alpha();
-      batch.push_back({alpha, round[i].pending, static_cast<int>(d.tokens.size())});
+      batch.push_back({alpha, round[i].pending, d.chain_length()});
     }
     auto keep = choose_draft_lengths(batch, k_choices(), costs_);
     add_probes(round, batch, keep);
-    for (size_t i = 0; i < round.size(); ++i) drafts[i].tokens.resize(keep[i]);
+    for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(keep[i], static_cast<int>(drafts[i].tokens.size()));
   }
   if (stop) stop->trim(drafts);
+  for (size_t i = 0; i < round.size(); ++i) {
+    Draft& d = drafts[i];
+    const int extra = std::min(opt_.tree_extra, position_budget(round[i].kv_room, k[i]) - k[i]);
+    d.prune(std::min(d.chain_length(), k[i]), extra);
+  }
 }
 
 void DraftPolicy::record_prefill(int tokens, double ms) {

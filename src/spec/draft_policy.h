@@ -33,6 +33,10 @@ struct SpecOptions {
   // speculation slower than plain decoding, given the batch (they resume when
   // the estimate, which fades back towards its prior, says drafting pays again).
   bool opt_out = true;
+  // Draft trees: the most verified positions a request's draft may add beyond
+  // its main chain (other candidates at uncertain positions, other lookups);
+  // 0: chains only.
+  int tree_extra = 0;
 };
 
 // The policy's constants. docs/decisions.md gives the measurements behind them.
@@ -76,6 +80,9 @@ struct RoundRequest {
   int pending = 1;   // tokens the verify pass feeds besides drafts (usually 1)
   int room = 0;      // the most it may draft by its limits (token limit, KV room); 0: none
   int remaining = 1;  // tokens it may still generate
+  // Cache positions it may still write: what bounds a tree's nodes beside its
+  // main chain (they emit no more tokens than the chain, so `room` does not).
+  int kv_room = 0;
 };
 
 // Measurements of one finished round.
@@ -102,9 +109,14 @@ class DraftPolicy {
                                             std::span<const int> k);
   // After drafting: free proposals are cut to the part worth verifying (probes
   // included), greedy drafts lose trailing tokens `stop` says cost more to
-  // verify than they add.
+  // verify than they add, and trees keep their main chain (at most k[i]) and
+  // at most position_budget - k[i] other nodes, the first ones (a cut that
+  // depends on no drawn token, so sampled trees stay exact).
   void trim(std::span<const RoundRequest> round, std::vector<Draft>& drafts,
-            const CostAwareStop* stop);
+            const CostAwareStop* stop, std::span<const int> k);
+  // The positions a request's drafts may take when its main chain has k tokens:
+  // k, and with trees up to tree_extra more within `room` (positions it may write).
+  int position_budget(int room, int k) const;
 
   // Learning from what happened.
   void record_prefill(int tokens, double ms);

@@ -70,7 +70,7 @@ bool CostAwareStop::keep_drafting(size_t i, const Draft& draft) const {
 
 void CostAwareStop::trim(std::vector<Draft>& drafts) const {
   for (Draft& d : drafts) {
-    size_t n = d.tokens.size();
+    size_t n = static_cast<size_t>(d.chain_length());
     // Only deterministic (greedy) drafts: dropping a sampled token for what it
     // turned out to be would bias the output, whereas keep_drafting decides on
     // the next token before it is drawn, which keeps sampling exact.
@@ -78,8 +78,7 @@ void CostAwareStop::trim(std::vector<Draft>& drafts) const {
     // Token n adds one token exactly when the target accepts all n.
     while (n > 0 && reach(d, n) < extra_position_ms(static_cast<int>(n) - 1) * tokens_per_ms_)
       --n;
-    d.tokens.resize(n);
-    d.confidence.resize(n);
+    d.prune(static_cast<int>(n), static_cast<int>(d.tokens.size()));
   }
 }
 

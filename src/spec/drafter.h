@@ -23,12 +23,21 @@ class DraftStop;
 
 struct Draft {
   std::vector<int> tokens;
+  // A tree of drafts when not empty: parent[i] is the index of token i's parent
+  // (< i), or -1 for a child of the last token the target has. The children of a
+  // node hold distinct tokens; the first child is the drafter's likeliest and
+  // its descendants through first children form the main chain. Empty: tokens
+  // are a chain (parent[i] == i - 1).
+  std::vector<int> parent;
   // q[i]: the distribution tokens[i] was sampled from, after the request's own
   // sampling transforms. Empty when the drafter is deterministic or the request
-  // is greedy: q is then a point mass on each token.
+  // is greedy: q is then a point mass on each token. In a tree only a node's
+  // first child carries its q; later siblings were drawn from it without
+  // replacement (each with the earlier siblings removed) and have an empty entry.
   std::vector<SamplingDistribution> q;
   // confidence[i]: the drafter's probability of tokens[i] (a draft model's, after
-  // the request's transforms; see spec/draft_stop.h). Empty when it has none.
+  // the request's transforms; see spec/draft_stop.h), for the main chain's
+  // tokens. Empty when it has none.
   std::vector<float> confidence;
   // The drafter's own estimate of the per-token acceptance of this proposal
   // (negative: none; the request's running estimate is used instead), and a tag
@@ -36,8 +45,19 @@ struct Draft {
   double alpha = -1;
   int tag = 0;
 
+  bool is_tree() const { return !parent.empty(); }
+  // Length of the main chain: the leading tokens whose parent is the one before.
+  int chain_length() const;
+  // The most tokens one round can accept: the tree's depth (a chain's length).
+  int depth() const;
+  // Keep the first `chain` tokens of the main chain and, of the other nodes,
+  // those within that depth whose parents are kept, at most `extra` of them in
+  // index order. A tree left with no node off the main chain becomes a chain.
+  void prune(int chain, int extra);
+
   void clear() {
     tokens.clear();
+    parent.clear();
     q.clear();
     confidence.clear();
     alpha = -1;

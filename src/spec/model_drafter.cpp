@@ -53,10 +53,12 @@ std::vector<std::pair<int, int>> draft_output_ranges(const Model& m, int limit) 
 }  // namespace
 
 ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool,
-                           KVCacheConfig cache, int vocab_limit)
+                           KVCacheConfig cache, int vocab_limit, int siblings)
     : draft_(draft),
       tf_(draft, pool),
-      n_ctx_(std::min(cache.n_ctx, draft.config().context_length)) {
+      n_ctx_(std::min(cache.n_ctx, draft.config().context_length)),
+      siblings_(siblings) {
+  check(siblings >= 0, "draft siblings must be >= 0, got {}", siblings);
   check_draft_compatible(draft, target);
   check(vocab_limit >= 0, "draft vocabulary limit must be >= 0, got {}", vocab_limit);
   cache.n_ctx = n_ctx_;
@@ -141,6 +143,23 @@ int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vect
   return t;
 }
 
+int ModelDrafter::sibling(const DraftContext& req, const float* logits, const Draft& d) const {
+  const int V = tf_.vocab_size(), chosen = d.tokens.back();
+  if (req.sampling->greedy()) {
+    if (softmax_prob(logits, chosen) >= kSiblingBelow) return -1;
+    int best = -1;
+    for (int i = 0; i < V; ++i)
+      if (i != chosen && (best < 0 || logits[i] > logits[best])) best = i;
+    return best >= 0 && std::isfinite(logits[best]) ? best : -1;
+  }
+  const auto& q = d.q.back().probs();
+  if (*std::max_element(q.begin(), q.end()) >= kSiblingBelow) return -1;
+  std::vector<float> rest(q);
+  rest[static_cast<size_t>(chosen)] = 0.0f;
+  if (std::none_of(rest.begin(), rest.end(), [](float x) { return x > 0; })) return -1;
+  return sample_weights(rest, *req.rng);
+}
+
 double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                              std::vector<Draft>& out, const DraftStop* stop) {
   const int V = tf_.vocab_size();
@@ -152,6 +171,7 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     int k;
     std::vector<int> context;  // tokens + drafts so far (the penalty's context)
     std::unique_ptr<TokenConstraint> constraint;  // the request's, advanced through the drafts
+    std::vector<std::pair<int, int>> siblings;  // (depth - 1, token): after the chain
   };
   std::vector<Job> jobs;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -164,7 +184,7 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     const int room = std::min(k[i], n_ctx_ - len + 1);
     if (room <= 0) continue;
     jobs.push_back({i, st, room, {reqs[i].tokens.begin(), reqs[i].tokens.end()},
-                    reqs[i].constraint ? reqs[i].constraint->fork() : nullptr});
+                    reqs[i].constraint ? reqs[i].constraint->fork() : nullptr, {}});
   }
   if (jobs.empty()) return -1;
 
@@ -223,6 +243,12 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
         continue;
       }
       out[j.i].tokens.push_back(t);
+      // Siblings are decided before the draw and added in depth order: which
+      // positions get one depends on no later draw.
+      if (static_cast<int>(j.siblings.size()) < siblings_ && !j.constraint) {
+        const int sib = sibling(reqs[j.i], &logits_[static_cast<size_t>(row - 1) * V], out[j.i]);
+        if (sib >= 0) j.siblings.emplace_back(step, sib);
+      }
       j.context.push_back(t);
       if (j.constraint) j.constraint->advance(t);
       if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, out[j.i])) j.k = step + 1;
@@ -233,7 +259,19 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
       ++steady_steps;
     }
   }
+  for (auto& j : jobs) add_siblings(j.siblings, out[j.i]);
   return steady_steps ? steady_ms / steady_steps : -1;
+}
+
+void ModelDrafter::add_siblings(const std::vector<std::pair<int, int>>& siblings, Draft& d) {
+  if (siblings.empty()) return;
+  const int chain = static_cast<int>(d.tokens.size());
+  for (int i = 0; i < chain; ++i) d.parent.push_back(i - 1);
+  for (auto [at, token] : siblings) {
+    d.tokens.push_back(token);
+    d.parent.push_back(at - 1);
+    if (!d.q.empty()) d.q.emplace_back();  // drawn from the chain token's q without it
+  }
 }
 
 void ModelDrafter::sync(const DraftContext& req, const Draft&, int) {

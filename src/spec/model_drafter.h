@@ -27,8 +27,10 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   // special and end-of-generation tokens (see Transformer::restrict_output).
   // Byte-level BPE vocabularies list tokens roughly by merge order, i.e. by
   // frequency, so the first ids cover almost everything a model writes.
+  // siblings > 0: drafts are trees, the main chain plus at most that many
+  // siblings (see add_sibling).
   ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool, KVCacheConfig cache,
-               int vocab_limit = 0);
+               int vocab_limit = 0, int siblings = 0);
   ~ModelDrafter() override;
 
   std::string name() const override;
@@ -51,6 +53,9 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   int64_t free_positions() const override { return cache_->free_positions(); }
   const KVCache& cache() const override { return *cache_; }
 
+  // Append the siblings ((chain index, token), in depth order) as tree nodes.
+  static void add_siblings(const std::vector<std::pair<int, int>>& siblings, Draft& d);
+
   const Model& model() const { return draft_; }
   int n_ctx() const { return n_ctx_; }
 
@@ -67,11 +72,19 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
              const TokenConstraint* constraint, Draft& d, bool confident);
   // The draft's probability of `token` under plain softmax (greedy requests).
   float softmax_prob(const float* logits, int token) const;
+  // A second candidate beside main-chain token d.tokens.back() at an uncertain
+  // position: where the draft's likeliest token has probability below
+  // kSiblingBelow (a property of the distribution, decided before any draw, so
+  // sampled trees stay exact), the runner-up (greedy) or a draw from q without
+  // the chain's token. Returns -1 for none.
+  int sibling(const DraftContext& req, const float* logits, const Draft& d) const;
+  static constexpr float kSiblingBelow = 0.8f;
 
   const Model& draft_;
   Transformer tf_;
   std::unique_ptr<KVCache> cache_;
   int n_ctx_;
+  int siblings_;
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;  // by request id
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores

@@ -27,11 +27,62 @@ std::vector<int> NgramDrafter::lookup(std::span<const int> tokens, int k, int ma
   return {};
 }
 
-NgramDrafter::NgramDrafter(int max_n, int min_n, double prior)
-    : max_n_(max_n), min_n_(min_n), prior_(prior),
+std::vector<std::vector<int>> NgramDrafter::continuations(std::span<const int> tokens, int k,
+                                                          int max_n, int min_n, int count,
+                                                          int* n_out) {
+  const int len = static_cast<int>(tokens.size());
+  if (n_out) *n_out = 0;
+  std::vector<std::vector<int>> out;
+  if (k <= 0 || count <= 0) return out;
+  for (int n = std::min(max_n, len - 1); n >= std::max(min_n, 1); --n) {
+    const int* tail = tokens.data() + len - n;
+    for (int start = len - n - 1; start >= 0; --start) {
+      if (!std::equal(tail, tail + n, tokens.data() + start)) continue;
+      const int from = start + n;
+      std::vector<int> cont(tokens.begin() + from,
+                            tokens.begin() + from + std::min(k, len - from));
+      if (std::find(out.begin(), out.end(), cont) != out.end()) continue;
+      if (out.empty() && n_out) *n_out = n;
+      out.push_back(std::move(cont));
+      if (static_cast<int>(out.size()) == count) return out;
+    }
+  }
+  return out;
+}
+
+void NgramDrafter::merge_into(const std::vector<std::vector<int>>& conts, Draft& d) {
+  d.tokens.clear();
+  d.parent.clear();
+  if (conts.empty()) return;
+  std::vector<int> parent;
+  for (const auto& cont : conts) {
+    int node = -1;  // walk the tree along cont while it agrees
+    size_t i = 0;
+    for (; i < cont.size(); ++i) {
+      int next = -1;
+      for (size_t j = 0; j < d.tokens.size() && next < 0; ++j)
+        if (parent[j] == node && d.tokens[j] == cont[i]) next = static_cast<int>(j);
+      if (next < 0) break;
+      node = next;
+    }
+    for (; i < cont.size(); ++i) {
+      d.tokens.push_back(cont[i]);
+      parent.push_back(node);
+      node = static_cast<int>(d.tokens.size()) - 1;
+    }
+  }
+  // One path: a chain.
+  const bool chain = std::all_of(parent.begin(), parent.end(),
+                                 [&, j = 0](int p) mutable { return p == j++ - 1; });
+  if (!chain) d.parent = std::move(parent);
+}
+
+NgramDrafter::NgramDrafter(int max_n, int min_n, double prior, int branches)
+    : max_n_(max_n), min_n_(min_n), prior_(prior), branches_(branches),
       overall_(max_n + 1, AcceptanceEstimate(0.995, 1, 2)) {
   check(min_n >= 1 && max_n >= min_n, "n-gram match lengths {}..{} are not a range", min_n,
         max_n);
+  check(branches >= 1, "n-gram branches must be >= 1, got {}", branches);
 }
 
 std::vector<AcceptanceEstimate>& NgramDrafter::evidence(int request_id) {
@@ -59,8 +110,13 @@ double NgramDrafter::propose(std::span<const DraftContext> reqs, std::span<const
   for (size_t i = 0; i < reqs.size(); ++i) {
     out[i].clear();
     int n = 0;
-    out[i].tokens = lookup(reqs[i].tokens, k[i], max_n_, min_n_, &n);
-    if (reqs[i].constraint) keep_within(*reqs[i].constraint, out[i].tokens);
+    // Under a constraint the proposal stays a chain, cut at its first refused token.
+    if (branches_ > 1 && !reqs[i].constraint) {
+      merge_into(continuations(reqs[i].tokens, k[i], max_n_, min_n_, branches_, &n), out[i]);
+    } else {
+      out[i].tokens = lookup(reqs[i].tokens, k[i], max_n_, min_n_, &n);
+      if (reqs[i].constraint) keep_within(*reqs[i].constraint, out[i].tokens);
+    }
     out[i].tag = n;
     out[i].alpha = evidence(reqs[i].id)[n].alpha();
   }
@@ -69,8 +125,9 @@ double NgramDrafter::propose(std::span<const DraftContext> reqs, std::span<const
 }
 
 void NgramDrafter::sync(const DraftContext& req, const Draft& draft, int accepted) {
+  // `accepted` counts the main chain's tokens: what the match's evidence is about.
   if (draft.tokens.empty() || draft.tag <= 0 || draft.tag > max_n_) return;
-  const bool rejected = accepted < static_cast<int>(draft.tokens.size());
+  const bool rejected = accepted < draft.chain_length();
   evidence(req.id)[draft.tag].update(accepted, rejected);
   overall_[draft.tag].update(accepted, rejected);
 }

@@ -2,6 +2,10 @@
 // the prompt or the generated text, propose what followed their most recent
 // earlier occurrence. No model, near-zero cost, and very effective when the
 // output copies from the input (edits, summaries with quotes, code refactors).
+// With branches > 1 the proposal is a tree: the continuations of up to that many
+// earlier occurrences (longer matches first, the most recent first within a
+// length) merged where they agree, the first of them its main chain; the draft
+// policy keeps the part worth verifying.
 #pragma once
 #include <unordered_map>
 
@@ -14,7 +18,7 @@ class NgramDrafter final : public Drafter {
  public:
   // Matches of max_n down to min_n tokens are tried. prior: the acceptance a
   // request's lookups are first assumed to have, at every match length.
-  explicit NgramDrafter(int max_n = 4, int min_n = 1, double prior = 0.5);
+  explicit NgramDrafter(int max_n = 4, int min_n = 1, double prior = 0.5, int branches = 1);
   std::string name() const override { return "ngram"; }
   double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                  std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
@@ -26,6 +30,14 @@ class NgramDrafter final : public Drafter {
   // (if given) receives the length of the match (0: none).
   static std::vector<int> lookup(std::span<const int> tokens, int k, int max_n, int min_n = 1,
                                  int* n_out = nullptr);
+  // Up to `count` distinct continuations (each up to k tokens), most trusted
+  // first; the first is lookup()'s. *n_out as for lookup().
+  static std::vector<std::vector<int>> continuations(std::span<const int> tokens, int k,
+                                                     int max_n, int min_n, int count,
+                                                     int* n_out = nullptr);
+  // Merge continuations into a draft tree (a chain when they share one path):
+  // the first is the main chain; each other adds the nodes where it departs.
+  static void merge_into(const std::vector<std::vector<int>>& conts, Draft& d);
   // Cut a proposal at its first token the constraint (in its current state)
   // does not allow: what follows could never be accepted.
   static void keep_within(const TokenConstraint& constraint, std::vector<int>& tokens);
@@ -33,6 +45,7 @@ class NgramDrafter final : public Drafter {
  private:
   int max_n_, min_n_;
   double prior_;
+  int branches_;
   // Acceptance of proposals by the length of the match that produced them:
   // a 4-token match in copied text is far more reliable than a 1-token one.
   // Kept per request: how predictable text is depends on the request (a copy

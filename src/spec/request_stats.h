@@ -15,6 +15,10 @@ struct RequestStats {
   // that ends inside a round leaves the rest of an accepted draft unused).
   int accepted = 0;
   int rejections = 0;      // rounds that ended by rejecting a draft
+  // Draft trees: positions verified beside the main chains, and rounds whose
+  // accepted path left the main chain (a sibling or another lookup won).
+  int tree_nodes = 0;
+  int off_chain_accepts = 0;
   double prefill_ms = 0, decode_ms = 0;
   double draft_ms = 0, verify_ms = 0;  // decode_ms = draft_ms + verify_ms + the rest
   double spec_verify_ms = 0;           // the part of verify_ms in rounds with drafts
@@ -24,6 +28,14 @@ struct RequestStats {
   // drafting and verifying took draft_ms and verify_ms.
   void add_round(int n_drafted, int n_kept, bool rejected, double round_draft_ms,
                  double round_verify_ms) {
+    add_round(n_drafted, n_kept, rejected, round_draft_ms, round_verify_ms, 0, false);
+  }
+  // The same for a draft tree of `n_tree_nodes` nodes beside its main chain
+  // (n_drafted: its depth), whose accepted path left the main chain or not.
+  void add_round(int n_drafted, int n_kept, bool rejected, double round_draft_ms,
+                 double round_verify_ms, int n_tree_nodes, bool off_chain) {
+    tree_nodes += n_tree_nodes;
+    off_chain_accepts += off_chain;
     rounds++;
     if (n_drafted > 0) {
       spec_rounds++;

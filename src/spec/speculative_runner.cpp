@@ -63,10 +63,17 @@ std::vector<RoundRequest> SpeculativeRunner::describe(const std::vector<Generati
     const int len = static_cast<int>(s->tokens().size());
     // A round emits up to K + 1 tokens and writes K + 1 cache positions.
     const int room = std::min(s->remaining() - 1, cache_.capacity(s->target_slot) - len);
+    const int kv_room = cache_.capacity(s->target_slot) - len;
     round.push_back({s->draft_context(), len - cache_.length(s->target_slot),
-                     s->speculate() ? std::max(room, 0) : 0, s->remaining()});
+                     s->speculate() ? std::max(room, 0) : 0, s->remaining(),
+                     s->speculate() ? std::max(kv_room, 0) : 0});
   }
   return round;
+}
+
+int SpeculativeRunner::positions_for(const Generation& seq, int k) const {
+  const int len = static_cast<int>(seq.tokens().size());
+  return policy_.position_budget(cache_.capacity(seq.target_slot) - len, k);
 }
 
 std::vector<int> SpeculativeRunner::plan(const std::vector<Generation*>& seqs) {
@@ -86,11 +93,14 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const std::ve
     Generation& s = *seqs[i];
     const int before = s.n_generated();
     const Verdict v = accept(s, drafts_[i], &logits_[size_t(first_row_[i]) * V]);
-    const int drafted = static_cast<int>(drafts_[i].tokens.size());
+    const Draft& d = drafts_[i];
+    const int drafted = d.depth();
     // The accepted drafts come first: those the output took (all of them
     // unless the request ended inside the round).
     const int kept = std::min(v.n_accepted, s.n_generated() - before);
-    s.stats().add_round(drafted, kept, v.n_accepted < drafted, draft_ms, verify_ms);
+    const bool off_chain = d.is_tree() && !v.path.empty() && v.path.back() >= d.chain_length();
+    s.stats().add_round(drafted, kept, v.n_accepted < drafted, draft_ms, verify_ms,
+                        static_cast<int>(d.tokens.size()) - d.chain_length(), off_chain);
     emitted += v.n_accepted + 1;
   }
   const double total_ms = ms_since(t0);
@@ -108,7 +118,7 @@ double SpeculativeRunner::draft(std::span<const RoundRequest> round, const std::
   std::vector<DraftContext> reqs;
   for (const RoundRequest& r : round) reqs.push_back(r.ctx);
   const double step_ms = drafter_->propose(reqs, k, drafts_, stop.get());
-  policy_.trim(round, drafts_, stop.get());
+  policy_.trim(round, drafts_, stop.get(), k);
   return step_ms;
 }
 
@@ -123,11 +133,14 @@ double SpeculativeRunner::verify(const std::vector<Generation*>& seqs) {
     check(have < static_cast<int>(toks.size()), "sequence {} has no pending token", s.id());
     const int pending = static_cast<int>(toks.size()) - have;
     batch_.add_sequence(s.target_slot, toks.data() + have, pending, have, false, true);
-    const auto& d = drafts_[i].tokens;
-    batch_.add_sequence(s.target_slot, d.data(), static_cast<int>(d.size()), have + pending, true,
-                        false);
+    const Draft& d = drafts_[i];
+    const int n = static_cast<int>(d.tokens.size());
+    if (d.is_tree())
+      batch_.add_tree(s.target_slot, d.tokens.data(), d.parent.data(), n, have + pending, true);
+    else
+      batch_.add_sequence(s.target_slot, d.tokens.data(), n, have + pending, true, false);
     first_row_[i] = rows;
-    rows += 1 + static_cast<int>(d.size());
+    rows += 1 + n;
   }
   resize_scratch(logits_, static_cast<size_t>(rows) * target_.vocab_size());
   // Timed alone, without the buffer growth: its cost per position count is what
@@ -141,16 +154,36 @@ Verdict SpeculativeRunner::accept(Generation& s, const Draft& d, float* logits) 
   const int base = static_cast<int>(s.tokens().size());  // the cache holds all of these now
   const Verdict v =
       verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng(), extras(s));
-  policy_.record_verdict(s.id(), d, v.n_accepted);
+  // The policy and the drafter learn from the main chain: what its acceptance
+  // estimates and confidences are about.
+  int on_chain = v.n_accepted;
+  if (d.is_tree()) {
+    on_chain = 0;
+    while (on_chain < v.n_accepted && v.path[on_chain] == on_chain) ++on_chain;
+  }
+  policy_.record_verdict(s.id(), d, on_chain);
   auto logprobs = [&](int j) { return logprobs_.empty() ? nullptr : &logprobs_[j]; };
   bool open = true;
-  for (int j = 0; j < v.n_accepted && open; ++j) open = s.accept({d.tokens[j], true, logprobs(j)});
+  for (int j = 0; j < v.n_accepted && open; ++j) {
+    const int node = d.is_tree() ? v.path[j] : j;
+    open = s.accept({d.tokens[node], true, logprobs(j)});
+  }
   if (open) s.accept({v.token, false, logprobs(v.n_accepted)});
+  roll_back(s, d, v, base);
+  if (drafter_) drafter_->sync(s.draft_context(), d, on_chain);
+  return v;
+}
+
+void SpeculativeRunner::roll_back(const Generation& s, const Draft& d, const Verdict& v, int base) {
+  // A tree's node j sits at base + j: the accepted path's nodes move to base,
+  // base + 1, ... in order (node indices grow along a path, so no move
+  // overwrites a node still to be moved).
+  if (d.is_tree())
+    for (int j = 0; j < v.n_accepted; ++j)
+      if (v.path[j] != j) cache_.move(s.target_slot, base + v.path[j], base + j);
   // The cache keeps the pending tokens and the accepted drafts; the new last
   // token (correction or bonus) is fed next round.
   cache_.truncate_to(s.target_slot, base + v.n_accepted);
-  if (drafter_) drafter_->sync(s.draft_context(), d, v.n_accepted);
-  return v;
 }
 
 void SpeculativeRunner::release(Generation& seq) {

@@ -4,12 +4,14 @@
 //     them together (batched draft steps);
 //  2. verify: one target forward over, per request, the tokens the target cache
 //     lacks (the last sampled token) followed by its drafts, with logits at
-//     every one of those K+1 positions;
+//     every one of those K+1 positions (a draft tree is verified in the same
+//     pass with tree attention: each node sees its own ancestors);
 //  3. accept: per request, accept/reject (greedy or rejection sampling,
 //     verifier.h), then the bonus or correction token; stop conditions apply to
 //     accepted tokens only;
-//  4. roll back: the target cache keeps the accepted tokens (truncate_to), the
-//     drafter drops what the target rejected;
+//  4. roll back: the target cache keeps the accepted tokens (a tree's accepted
+//     path moved into place, then truncate_to), the drafter drops what the
+//     target rejected;
 // and the policy learns from the round's costs and verdicts.
 // Because the kernels are batch-invariant, a position's logits are bit-identical
 // to plain decoding's, so greedy output with speculation equals greedy output
@@ -44,6 +46,9 @@ class SpeculativeRunner {
   // k[i] tokens for seqs[i] (the engine may lower plan()'s lengths when KV blocks
   // run short).
   void step(const std::vector<Generation*>& seqs, const std::vector<int>& k);
+  // The cache positions beyond its tokens that seq's round may write when its
+  // draft's main chain has k tokens (a tree's other nodes included).
+  int positions_for(const Generation& seq, int k) const;
   // The request gave up its target slot (preempted, or finished): free what the
   // drafter holds for it.
   void release(Generation& seq);
@@ -59,6 +64,8 @@ class SpeculativeRunner {
   // Steps 1-2: drafts_ for every request; returns the steady draft step's
   // milliseconds (negative: none measured).
   double draft(std::span<const RoundRequest> round, const std::vector<int>& k);
+  // Step 4 for the target cache: keep `base` positions and the accepted drafts.
+  void roll_back(const Generation& seq, const Draft& draft, const Verdict& v, int base);
   // Step 3: one target forward over pending tokens and drafts; returns its
   // milliseconds. first_row_[i]: the logits row of request i's first position.
   double verify(const std::vector<Generation*>& seqs);

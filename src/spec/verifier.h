@@ -11,6 +11,18 @@
 // (deterministic drafter or greedy draft) accepts with probability p(t_i) and
 // draws the correction from p with t_i removed.
 //
+// Tree drafts (Draft::parent): walking down from the root, the children of the
+// node reached are tried in order. Greedy: the child equal to the target's argmax
+// is accepted, otherwise the argmax ends the round. Sampling: recursive rejection
+// sampling (Jeon et al., 2024, "Recursive Speculative Decoding"; with point-mass
+// candidates it is SpecInfer's multi-step speculative sampling, Miao et al.,
+// 2024): child c_j is accepted with probability min(1, p_j(c_j) / q_j(c_j)); on
+// rejection p_{j+1} = norm(max(0, p_j - q_j)) and q_{j+1} = norm(q_j without
+// c_j), since the siblings were drawn from q without replacement (a point mass:
+// p_{j+1} is p_j without c_j). When every child is rejected the token is drawn
+// from the last residual, and below an accepted leaf it is the bonus, drawn from
+// p. The emitted tokens have exactly the distribution of plain sampling.
+//
 // A constraint (sampling/constraint.h) masks every row with the state reached by
 // the tokens before it, so p is the constrained distribution at each position.
 #pragma once
@@ -24,8 +36,9 @@
 namespace tandem {
 
 struct Verdict {
-  int n_accepted = 0;  // leading drafted tokens kept
+  int n_accepted = 0;  // leading drafted tokens kept (of a tree: the accepted path's length)
   int token = -1;      // the target's own token after them (correction or bonus)
+  std::vector<int> path;  // a tree's accepted nodes, root first (empty for a chain)
 };
 
 // What else a verification applies and reports: the request's constraint (its
@@ -39,7 +52,8 @@ struct VerifyExtras {
 };
 
 // logits: draft.tokens.size() + 1 rows of n_vocab target logits; row i predicts
-// draft token i (row k predicts the bonus). Rows are modified (repetition
+// draft token i (row k predicts the bonus). For a tree, row 0 predicts the
+// root's children and row 1 + j the children of node j. Rows are modified (repetition
 // penalty, constraint mask). `context` is the sequence's tokens; the penalty of
 // row i also sees drafts 0..i-1. An empty draft samples one token (the first
 // after a prefill).
@@ -49,6 +63,13 @@ Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const Sampl
 // One accept/reject decision with explicit distributions (exposed for the
 // statistical tests). q null means a point mass on `token`. Returns true when the
 // token is accepted; otherwise *correction receives the residual draw.
+// Recursive rejection sampling among the candidate tokens `children` (distinct)
+// drawn from q1 in order without replacement (q1 null: fixed candidates, point
+// masses). Returns the index of the accepted candidate, or -1 with *token the
+// draw from the final residual.
+int accept_among(const SamplingDistribution& p, const SamplingDistribution* q1,
+                 const std::vector<int>& children, Rng& rng, int* token);
+
 bool accept_or_resample(const SamplingDistribution& p, const SamplingDistribution* q, int token,
                         Rng& rng, int* correction);
 

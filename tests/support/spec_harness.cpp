@@ -54,11 +54,15 @@ std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
   eo.spec = so;
   eo.spec.opt_out = false;  // these tests need the drafts verified even when they do not pay
   std::unique_ptr<Drafter> d;
+  // so.tree_extra > 0: the drafters build trees (siblings, several lookups).
+  const int siblings = so.tree_extra, branches = so.tree_extra > 0 ? 4 : 1;
   if (kind == DraftKind::SameQuantized)
-    d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo));
+    d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo), 0,
+                                       siblings);
   if (kind == DraftKind::Other)
-    d = std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo));
-  if (kind == DraftKind::Ngram) d = std::make_unique<NgramDrafter>();
+    d = std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo), 0,
+                                       siblings);
+  if (kind == DraftKind::Ngram) d = std::make_unique<NgramDrafter>(4, 1, 0.5, branches);
   if (kind == DraftKind::OtherLookup)
     d = std::make_unique<LookupFirstDrafter>(
         std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo)));

@@ -31,13 +31,15 @@ TEST_P(GreedyParity, EveryDrafterAndKMatchesPlainDecoding) {
   auto plain = run(m, DraftKind::None, {}, reqs);
   for (auto kind :
        {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram, DraftKind::OtherLookup}) {
-    for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true}}) {
+    // The last two: draft trees (siblings of a draft model, several lookups).
+    for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true},
+                           SpecOptions{4, false, true, 6}, SpecOptions{8, true, true, 6}}) {
       auto spec = run(m, kind, so, reqs);
       int drafted = 0, accepted = 0;
       for (size_t i = 0; i < reqs.size(); ++i) {
         ASSERT_EQ(spec[i].tokens, plain[i].tokens)
             << "drafter " << int(kind) << " k " << so.k << (so.adaptive ? " auto" : "")
-            << " prompt " << i;
+            << " tree " << so.tree_extra << " prompt " << i;
         drafted += spec[i].stats.drafted;
         accepted += spec[i].stats.accepted;
       }
@@ -131,20 +133,26 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
     const std::pair<DraftKind, SpecOptions> setups[] = {
         {DraftKind::None, {2, false}},         {DraftKind::Other, {2, false}},
         {DraftKind::SameQuantized, {2, false}}, {DraftKind::Ngram, {2, false}},
-        {DraftKind::Other, {3, true}},          {DraftKind::OtherLookup, {2, false}}};
+        {DraftKind::Other, {3, true}},          {DraftKind::OtherLookup, {2, false}},
+        // Trees: recursive rejection sampling among a draft's siblings.
+        {DraftKind::Other, {2, false, true, 2}}, {DraftKind::SameQuantized, {2, false, true, 2}},
+        {DraftKind::Ngram, {2, false, true, 2}}, {DraftKind::Other, {3, true, true, 3}}};
     for (auto [kind, so] : setups) {
       auto results = run(m, kind, so, reqs);
       std::vector<long> count(joint.size());
-      int drafted = 0;
+      int drafted = 0, tree_nodes = 0, off_chain = 0;
       for (const auto& r : results) {
         ASSERT_EQ(r.tokens.size(), 4u);
         count[(r.tokens[0] * V + r.tokens[1]) * V + r.tokens[2]]++;
         drafted += r.stats.drafted;
+        tree_nodes += r.stats.tree_nodes;
+        off_chain += r.stats.off_chain_accepts;
       }
       auto chi = test::chi_square(count, joint);
-      std::printf("T=%.1f top_k=%d drafter %d%s: chi2 %.1f dof %d p-value %.4f (%d drafted)\n",
-                  sp.temperature, sp.top_k, int(kind), so.adaptive ? " auto" : "", chi.statistic, chi.dof, chi.p_value,
-                  drafted);
+      std::printf(
+          "T=%.1f top_k=%d drafter %d%s tree %d: chi2 %.1f dof %d p-value %.4f (%d drafted)\n",
+          sp.temperature, sp.top_k, int(kind), so.adaptive ? " auto" : "", so.tree_extra,
+          chi.statistic, chi.dof, chi.p_value, drafted);
       // Fixed seeds, so deterministic, except with adaptive K, whose draft
       // lengths follow measured timings (an unbiased run then fails one time in
       // a thousand). A biased sampler moves probability by percents, which
@@ -156,6 +164,12 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
       }
       if (so.adaptive) {
         EXPECT_GT(drafted, 0) << "the adaptive path was not exercised";
+      }
+      // A one-layer draft is often unsure: siblings, some accepted (adaptive K
+      // drafts in few rounds, where the draft stop allows).
+      if (so.tree_extra > 0 && kind == DraftKind::Other) {
+        EXPECT_GT(tree_nodes, so.adaptive ? 0 : trials / 10) << "too few trees were verified";
+        EXPECT_GT(off_chain, 0) << "no sibling was ever accepted";
       }
     }
   }

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "svg_chart.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,6 +43,7 @@ struct Opts {
   int threads = 0;
   int system_tokens = 512;
   int prefix_requests = 8;
+  std::string chart;
   SamplingParams sampling;
   std::optional<uint64_t> seed;
 };
@@ -335,6 +337,7 @@ void run_bench_serve(const Opts& o) {
   // and speculative take turns, so a drift of the machine's speed hits both.
   nlohmann::json speedup = nlohmann::json::object(), per_rep = nlohmann::json::object();
   std::string summary;
+  std::vector<double> chart_x, chart_plain, chart_spec, chart_speedup;
   for (int c : levels) {
     const int requests = o.requests > 0 ? o.requests : std::max(8, 2 * c);
     Level plain_pooled, spec_pooled;  // tokens and seconds of all reps
@@ -360,6 +363,10 @@ void run_bench_serve(const Opts& o) {
     }
     const double pooled = speedup_of(plain_pooled, spec_pooled);
     speedup[std::to_string(c)] = pooled;
+    chart_x.push_back(c);
+    chart_plain.push_back(plain_pooled.tok_per_s());
+    chart_spec.push_back(spec_pooled.tok_per_s());
+    chart_speedup.push_back(pooled);
     per_rep[std::to_string(c)] = ratios;
     summary += fmt::format(" {:.2f}x at {}", pooled, c);
     if (o.reps > 1) {
@@ -368,6 +375,19 @@ void run_bench_serve(const Opts& o) {
     }
   }
   fmt::print("\nspeculative / plain tokens/s:{}\n", summary);
+  if (!o.chart.empty()) {
+    const std::string drafts = spec.tree > 0 ? fmt::format("trees +{}", spec.tree) : "chains";
+    const std::string temp = o.sampling.greedy()
+                                 ? std::string("greedy")
+                                 : fmt::format("temperature {}", o.sampling.temperature);
+    write_svg_chart(o.chart,
+                    fmt::format("serving: {}, k={}, {}, {}", o.prompts, spec.k, drafts, temp),
+                    "concurrent requests", chart_x,
+                    {{"plain tok/s", "#7f7f7f", chart_plain, false},
+                     {"speculative tok/s", "#1f77b4", chart_spec, false},
+                     {"speedup", "#d62728", chart_speedup, true}});
+    fmt::print("chart written to {}\n", o.chart);
+  }
 
   const PrefixResult px = run_prefix(*target, pool, o);
   const double saved = px.prefill_ms_off - px.prefill_ms_on;
@@ -383,6 +403,7 @@ void run_bench_serve(const Opts& o) {
   out["model"] = target->path();
   out["draft"] = spec.draft;
   out["k"] = spec.k == "auto" ? nlohmann::json("auto") : nlohmann::json(spec_options(spec).k);
+  out["tree_extra"] = spec.tree;
   out["prompts"] = o.prompts;
   out["max_tokens"] = o.n;
   out["threads"] = pool.size();
@@ -417,6 +438,8 @@ void add_bench_serve_command(CLI::App* bench) {
   cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")
       ->capture_default_str();
   cmd->add_option("-n,--max-tokens", o.n, "Tokens generated per request")->capture_default_str();
+  cmd->add_option("--chart", o.chart,
+                  "Write an SVG chart of plain and speculative tokens/s against concurrency");
   cmd->add_option("--concurrency", o.levels, "Comma-separated concurrency levels")
       ->capture_default_str();
   cmd->add_option("--requests", o.requests,

@@ -24,6 +24,13 @@ double CostModel::draft_step_ms(int batch) const {
   return draft_prior_ > 0 ? draft_prior_ * verify_ms(batch) : 0;
 }
 
+double CostModel::mean_position_ms() const {
+  if (verify_.size() < 2) return 0;
+  const auto& [m0, c0] = *verify_.begin();
+  const auto& [m1, c1] = *verify_.rbegin();
+  return std::max(0.0, (c1.ms() - c0.ms()) / (m1 - m0));
+}
+
 double CostModel::verify_ms(int m, Reading reading) const {
   return estimate(verify_, m, reading == Reading::Floored ? prefill_per_token_.ms() : 0);
 }

@@ -59,6 +59,9 @@ class CostModel {
   double draft_catch_up_prior_ms(int tokens) const {
     return tokens * draft_prior_ * prefill_per_token_.ms();
   }
+  // What a verified position adds on average over the measured range (the
+  // slope from the fewest to the most positions measured; 0 below two points).
+  double mean_position_ms() const;
   // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
   bool has_verify(int m) const { return verify_.count(m) != 0; }

@@ -163,11 +163,56 @@ void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& 
     for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(keep[i], static_cast<int>(drafts[i].tokens.size()));
   }
   if (stop) stop->trim(drafts);
+  for (size_t i = 0; i < round.size(); ++i)
+    drafts[i].prune(std::min(drafts[i].chain_length(), k[i]),
+                    static_cast<int>(drafts[i].tokens.size()));
+  const std::vector<int> extra = tree_extras(round, drafts, k);
+  for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(drafts[i].chain_length(), extra[i]);
+}
+
+std::vector<int> DraftPolicy::tree_extras(std::span<const RoundRequest> round,
+                                          const std::vector<Draft>& drafts,
+                                          std::span<const int> k) {
+  std::vector<int> extra(round.size(), 0), room(round.size(), 0);
+  bool any = false;
   for (size_t i = 0; i < round.size(); ++i) {
-    Draft& d = drafts[i];
-    const int extra = std::min(opt_.tree_extra, position_budget(round[i].kv_room, k[i]) - k[i]);
-    d.prune(std::min(d.chain_length(), k[i]), extra);
+    room[i] = std::min(opt_.tree_extra, position_budget(round[i].kv_room, k[i]) - k[i]);
+    any = any || (drafts[i].is_tree() && room[i] > 0);
   }
+  if (!any) return extra;
+  // Fixed K: exactly the tree asked for.
+  const bool judged = opt_.adaptive && costs_.verify_points() >= 2 && recent_tokens_ > 0;
+  if (!judged || ++rounds_since_tree_ >= tuning_.tree_probe_every) {
+    rounds_since_tree_ = 0;
+    return room;
+  }
+  // Each further position is worth its yield in tokens, at the recent rate;
+  // the positions are priced one by one on top of the round's chains. The
+  // decision rests on earlier rounds only: no token drawn this round moves it.
+  const double yield = (tree_gained_ + tuning_.tree_prior_yield * tuning_.tree_prior_nodes) /
+                       (tree_nodes_ + tuning_.tree_prior_nodes);
+  const double worth_ms = yield * recent_ms_ / recent_tokens_;
+  int positions = 0;
+  for (size_t i = 0; i < round.size(); ++i)
+    positions += round[i].pending + std::min(drafts[i].chain_length(), k[i]);
+  // Between two noisy measured points the interpolated cost of a position can
+  // read near zero: never less than the mean over the measured range.
+  auto position_ms = [&](int m) {
+    return std::max(costs_.verify_ms(m + 1) - costs_.verify_ms(m), costs_.mean_position_ms());
+  };
+  for (size_t i = 0; i < round.size(); ++i)
+    while (extra[i] < room[i] && position_ms(positions) <= worth_ms) {
+      ++extra[i];
+      ++positions;
+    }
+  if (std::any_of(extra.begin(), extra.end(), [](int e) { return e > 0; })) rounds_since_tree_ = 0;
+  return extra;
+}
+
+void DraftPolicy::record_tree(int nodes, int gained) {
+  if (nodes <= 0) return;
+  tree_nodes_ = tuning_.tree_fade * tree_nodes_ + nodes;
+  tree_gained_ = tuning_.tree_fade * tree_gained_ + gained;
 }
 
 void DraftPolicy::record_prefill(int tokens, double ms) {

@@ -72,6 +72,15 @@ struct DraftPolicyTuning {
   // Prefill chunks of at least this many tokens are compute-bound: their cost
   // per position bounds what each further verified position costs.
   int prefill_sample = 32;
+  // Draft trees with -k auto: a node beside a main chain is verified when the
+  // tokens such nodes have added per node (a faded average, starting from
+  // tree_prior_yield worth tree_prior_nodes nodes) pay for the position at the
+  // recent rate. Where they do not, one round in tree_probe_every still
+  // verifies a tree, so that the estimate can recover.
+  double tree_prior_yield = 0.2;
+  double tree_prior_nodes = 4;
+  double tree_fade = 0.97;
+  int tree_probe_every = 16;
 };
 
 // What the policy is told of one request in a round.
@@ -122,6 +131,9 @@ class DraftPolicy {
   void record_prefill(int tokens, double ms);
   // One request's round: `draft` as verified, its first `accepted` tokens kept.
   void record_verdict(int id, const Draft& draft, int accepted);
+  // A tree's round: `nodes` verified beside its main chain, `gained` tokens
+  // accepted off the main chain (beyond what the chain alone gave).
+  void record_tree(int nodes, int gained);
   void record_round(const RoundCosts& round);
   // The request finished: drop its state.
   void forget(int id);
@@ -159,6 +171,12 @@ class DraftPolicy {
   // Tokens emitted and milliseconds spent by recent rounds (fading sums): the
   // rate a drafted token's cost is weighed against.
   double recent_tokens_ = 0, recent_ms_ = 0;
+  // Nodes beside main chains: verified, and the tokens they added (fading sums).
+  double tree_nodes_ = 0, tree_gained_ = 0;
+  int rounds_since_tree_ = 0;
+  // How many nodes beside its main chain each request may keep this round.
+  std::vector<int> tree_extras(std::span<const RoundRequest> round,
+                               const std::vector<Draft>& drafts, std::span<const int> k);
 };
 
 }  // namespace tandem

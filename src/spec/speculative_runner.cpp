@@ -162,6 +162,9 @@ Verdict SpeculativeRunner::accept(Generation& s, const Draft& d, float* logits) 
     while (on_chain < v.n_accepted && v.path[on_chain] == on_chain) ++on_chain;
   }
   policy_.record_verdict(s.id(), d, on_chain);
+  if (d.is_tree())
+    policy_.record_tree(static_cast<int>(d.tokens.size()) - d.chain_length(),
+                        v.n_accepted - on_chain);
   auto logprobs = [&](int j) { return logprobs_.empty() ? nullptr : &logprobs_[j]; };
   bool open = true;
   for (int j = 0; j < v.n_accepted && open; ++j) {

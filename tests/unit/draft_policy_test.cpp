@@ -173,3 +173,60 @@ TEST(DraftPolicy, ResumesDraftingWhenItPaysAgain) {
   ASSERT_GE(first_long, 0) << "drafting never resumed";
   for (int r = 0; r < 50; ++r) EXPECT_GT(drafting(sim.round(turns)), 0) << "round " << r;
 }
+
+namespace {
+
+// A main chain of three tokens and two nodes beside it.
+Draft small_tree() {
+  Draft d;
+  d.tokens = {7, 8, 9, 5, 6};
+  d.parent = {-1, 0, 1, -1, 0};
+  return d;
+}
+
+// Trimming one request's tree: how many nodes survive.
+int kept_nodes(DraftPolicy& policy) {
+  Rng rng;
+  SamplingParams sp;
+  std::vector<int> toks{1, 2, 3};
+  const std::vector<RoundRequest> reqs{{{0, toks, &sp, &rng}, 1, 1000, 1000, 1000}};
+  std::vector<Draft> drafts{small_tree()};
+  const std::vector<int> k{3};
+  policy.trim(reqs, drafts, nullptr, k);
+  return static_cast<int>(drafts[0].tokens.size());
+}
+
+}  // namespace
+
+// With -k auto, nodes beside the main chain are verified while what such nodes
+// added pays for their positions; otherwise only in one round of tree_probe_every.
+TEST(DraftPolicy, KeepsTreeNodesWhereTheyPay) {
+  ScriptedDrafter drafter;
+  DraftPolicy policy(&drafter, SpecOptions{8, true, true, 4});
+  // Verify: 40 ms for one position, 2 ms per further one; about 21 ms a token.
+  policy.record_round({1, 40, 0, -1, 1, 40});
+  policy.record_round({6, 50, 1, 8, 4, 66});
+  EXPECT_EQ(kept_nodes(policy), 5) << "the prior yield (0.2 tokens a node) pays for 2 ms";
+  policy.record_tree(100, 0);  // a hundred nodes, not one token
+  int trees = 0;
+  const int rounds = 3 * DraftPolicyTuning{}.tree_probe_every;
+  for (int r = 0; r < rounds; ++r) {
+    const int n = kept_nodes(policy);
+    EXPECT_TRUE(n == 3 || n == 5) << n;
+    trees += n == 5;
+  }
+  EXPECT_EQ(trees, 3) << "one probe in tree_probe_every rounds";
+  policy.record_tree(10, 40);  // nodes that pay again
+  EXPECT_EQ(kept_nodes(policy), 5);
+}
+
+// Fixed K verifies exactly the tree asked for; chains-only options prune trees.
+TEST(DraftPolicy, FixedKKeepsTheTreeAndNoTreesMeansChains) {
+  ScriptedDrafter drafter;
+  DraftPolicy fixed(&drafter, SpecOptions{3, false, true, 4});
+  EXPECT_EQ(kept_nodes(fixed), 5);
+  DraftPolicy one(&drafter, SpecOptions{3, false, true, 1});
+  EXPECT_EQ(kept_nodes(one), 4);
+  DraftPolicy chains(&drafter, SpecOptions{3, false, true, 0});
+  EXPECT_EQ(kept_nodes(chains), 3);
+}

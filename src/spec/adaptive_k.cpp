@@ -73,7 +73,7 @@ double expected_tokens(double alpha, int k) {
 
 std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
                                       const std::vector<int>& k_choices, const CostModel& costs,
-                                      CostModel::Reading reading) {
+                                      CostModel::Reading reading, double margin) {
   const int n = static_cast<int>(batch.size());
   std::vector<int> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
@@ -82,7 +82,7 @@ std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
   int pending = 0;
   for (const auto& c : batch) pending += c.pending;
   // Plain decoding for everyone is the baseline.
-  double best = n / costs.verify_ms(pending, reading);
+  double best = (1 + margin) * n / costs.verify_ms(pending, reading);
   int best_k = 0, best_j = 0;
   for (int k : k_choices) {
     if (k <= 0) continue;

@@ -114,8 +114,10 @@ struct DraftCandidate {
 // j requests with the highest acceptance, 0 for the rest, maximising expected
 // tokens per millisecond, verify passes read as `reading` says. Returns one
 // length per candidate.
+// A plan that drafts must beat plain decoding by the factor 1 + margin.
 std::vector<int> choose_draft_lengths(
     const std::vector<DraftCandidate>& batch, const std::vector<int>& k_choices,
-    const CostModel& costs, CostModel::Reading reading = CostModel::Reading::Floored);
+    const CostModel& costs, CostModel::Reading reading = CostModel::Reading::Floored,
+    double margin = 0);
 
 }  // namespace tandem

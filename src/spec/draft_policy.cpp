@@ -91,7 +91,8 @@ std::vector<int> DraftPolicy::plan(std::span<const RoundRequest> round) {
       }
     return k;
   }
-  k = choose_draft_lengths(batch, k_choices(), costs_);
+  k = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Floored,
+                           margin(round.size()));
   // Drafting step by step, a request may draft up to its cap: the early stop
   // (draft_stop) ends each draft where it stops paying.
   if (stops_early())
@@ -123,7 +124,9 @@ void DraftPolicy::add_probes(std::span<const RoundRequest> round,
   if (probe < 0) return;
   auto hopeful = batch;
   hopeful[probe].alpha = std::max(hopeful[probe].alpha, tuning_.probe_alpha);
-  if (choose_draft_lengths(hopeful, k_choices(), costs_)[probe] == 0) return;
+  if (choose_draft_lengths(hopeful, k_choices(), costs_, CostModel::Reading::Floored,
+                           margin(round.size()))[probe] == 0)
+    return;
   state(round[probe].ctx.id).failed_probes++;
   k[probe] = 1;
 }
@@ -142,6 +145,8 @@ std::unique_ptr<CostAwareStop> DraftPolicy::draft_stop(std::span<const RoundRequ
                                          drafting, recent_tokens_ / recent_ms_);
 }
 
+double DraftPolicy::margin(size_t batch) const { return batch > 1 ? tuning_.batch_margin : 0; }
+
 int DraftPolicy::position_budget(int room, int k) const {
   if (k <= 0) return 0;
   return std::max(k, std::min(k + opt_.tree_extra, room));
@@ -158,7 +163,8 @@ void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& 
       const double alpha = d.alpha >= 0 ? d.alpha : state(round[i].ctx.id).acceptance.alpha();
       batch.push_back({alpha, round[i].pending, d.chain_length()});
     }
-    auto keep = choose_draft_lengths(batch, k_choices(), costs_);
+    auto keep = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Floored,
+                                     margin(round.size()));
     add_probes(round, batch, keep);
     for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(keep[i], static_cast<int>(drafts[i].tokens.size()));
   }

@@ -69,6 +69,11 @@ struct DraftPolicyTuning {
   // The recent rate (tokens and milliseconds of the last rounds) fades by this
   // per round: a window of about ten rounds.
   double recent_fade = 0.9;
+  // A batch of several requests drafts only where the cost model expects it to
+  // beat plain decoding by this factor: a plain batch already keeps the cores
+  // busy, the gain there is thin, and the model's errors (noisy timings, an
+  // acceptance estimate that lags the text) decide the sign of a thin gain.
+  double batch_margin = 0.1;
   // Prefill chunks of at least this many tokens are compute-bound: their cost
   // per position bounds what each further verified position costs.
   int prefill_sample = 32;
@@ -154,6 +159,8 @@ class DraftPolicy {
   int cap(const RoundRequest& r) const;
   std::vector<int> k_choices() const;
   bool stops_early() const;
+  // What drafting must gain over plain decoding in a batch of this many requests.
+  double margin(size_t batch) const;
   // The drafter's catch-up cost for a request: measured rate, or the prior.
   double catch_up_ms(const DraftContext& ctx) const;
   // After the lengths for `batch` are chosen: a request that stopped drafting

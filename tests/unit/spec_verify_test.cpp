@@ -225,6 +225,20 @@ TEST(AdaptiveK, InABatchOnlyPromisingRequestsDraft) {
   EXPECT_EQ(k[3], 0);
 }
 
+TEST(AdaptiveK, AMarginKeepsThinGainsPlain) {
+  // Two requests: plain 2 tokens in 20 ms; drafting one token each, 2.8 tokens
+  // expected (acceptance 0.4) in 2 + 24 ms: 7.7% more tokens per ms.
+  CostModel c;
+  c.record_verify(2, 20.0);
+  c.record_verify(4, 24.0);
+  c.record_draft_step(2, 2.0);
+  const std::vector<DraftCandidate> batch{{0.4, 1, 1}, {0.4, 1, 1}};
+  const auto none = CostModel::Reading::Floored;
+  EXPECT_EQ(choose_draft_lengths(batch, {1}, c, none, 0.0), (std::vector<int>{1, 1}));
+  EXPECT_EQ(choose_draft_lengths(batch, {1}, c, none, 0.05), (std::vector<int>{1, 1}));
+  EXPECT_EQ(choose_draft_lengths(batch, {1}, c, none, 0.1), (std::vector<int>{0, 0}));
+}
+
 TEST(DraftStop, CalibrationLearnsAcceptanceByConfidence) {
   ConfidenceCalibration cal;
   // Before any verdict a token is accepted about as often as the draft is sure.

@@ -169,7 +169,11 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
       // drafts in few rounds, where the draft stop allows).
       if (so.tree_extra > 0 && kind == DraftKind::Other) {
         EXPECT_GT(tree_nodes, so.adaptive ? 0 : trials / 10) << "too few trees were verified";
-        EXPECT_GT(off_chain, 0) << "no sibling was ever accepted";
+        // With adaptive K how much is drafted follows measured timings (little
+        // under a sanitizer): only fixed K is sure to see a sibling accepted.
+        if (!so.adaptive) {
+          EXPECT_GT(off_chain, 0) << "no sibling was ever accepted";
+        }
       }
     }
   }

@@ -169,9 +169,7 @@ void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& 
     for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(keep[i], static_cast<int>(drafts[i].tokens.size()));
   }
   if (stop) stop->trim(drafts);
-  for (size_t i = 0; i < round.size(); ++i)
-    drafts[i].prune(std::min(drafts[i].chain_length(), k[i]),
-                    static_cast<int>(drafts[i].tokens.size()));
+  // Drafters propose main chains of at most k[i] tokens.
   const std::vector<int> extra = tree_extras(round, drafts, k);
   for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(drafts[i].chain_length(), extra[i]);
 }

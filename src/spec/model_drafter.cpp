@@ -146,7 +146,10 @@ int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vect
 int ModelDrafter::sibling(const DraftContext& req, const float* logits, const Draft& d) const {
   const int V = tf_.vocab_size(), chosen = d.tokens.back();
   if (req.sampling->greedy()) {
-    if (softmax_prob(logits, chosen) >= kSiblingBelow) return -1;
+    // The chain token's probability, if choose() already computed it.
+    const float top = d.confidence.size() == d.tokens.size() ? d.confidence.back()
+                                                             : softmax_prob(logits, chosen);
+    if (top >= kSiblingBelow) return -1;
     int best = -1;
     for (int i = 0; i < V; ++i)
       if (i != chosen && (best < 0 || logits[i] > logits[best])) best = i;

@@ -150,17 +150,20 @@ int accept_among(const SamplingDistribution& p, const SamplingDistribution* q1,
     const int c = children[j];
     const double pc = pj[c], qc = q1 ? qj[c] : 1.0;
     if (qc > 0 && rng.uniform() * qc < pc) return static_cast<int>(j);
-    std::vector<float> before = pj;
+    // An empty residual only comes of float rounding (p_j <= q_j everywhere):
+    // p_j itself is then the right distribution to go on with.
     if (q1) {
-      for (size_t i = 0; i < pj.size(); ++i) pj[i] = std::max(0.0f, pj[i] - qj[i]);
+      bool any = false;
+      for (size_t i = 0; i < pj.size() && !any; ++i) any = pj[i] > qj[i];
+      if (any)
+        for (size_t i = 0; i < pj.size(); ++i) pj[i] = std::max(0.0f, pj[i] - qj[i]);
       qj[c] = 0.0f;
       normalize(qj);
     } else {
+      const float pc_was = pj[c];
       pj[c] = 0.0f;
+      if (!any_positive(pj)) pj[c] = pc_was;
     }
-    // An empty residual only comes of float rounding (p_j <= q_j everywhere):
-    // p_j itself is then the right distribution to go on with.
-    if (!any_positive(pj)) pj = std::move(before);
     normalize(pj);
   }
   *token = sample_weights(pj, rng);

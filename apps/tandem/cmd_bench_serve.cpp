@@ -160,11 +160,14 @@ Level run_level(const Model& target, ThreadPool& pool, const Opts& o, const std:
   // settle outside the timing at this level's batch size, as a server that has
   // run for a while has (the draft policy's one exploring round for a batch
   // size is paid once per process; in these few-second runs it would be up to
-  // 7% of a level).
+  // 7% of a level). Requests as long as the timed ones: the policy charges a
+  // draft model's catch-up against the tokens a request has left, so with a
+  // few tokens left it would not explore, and the exploring round would fall
+  // into the timing.
   for (int i = 0; i < concurrency; ++i) {
     Request w;
     w.prompt = prompts[static_cast<size_t>(i) % prompts.size()];
-    w.params.max_tokens = 8;
+    w.params.max_tokens = o.n;
     engine.submit(std::move(w));
   }
   engine.run();

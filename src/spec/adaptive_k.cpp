@@ -20,7 +20,15 @@ void CostModel::record_prefill(int tokens, double ms) {
 }
 
 double CostModel::draft_step_ms(int batch) const {
-  if (!draft_.empty()) return estimate(draft_, batch);
+  if (!draft_.empty()) {
+    // Beyond the largest batch measured, a draft step grows as the target's
+    // pass over as many positions does (flat would price a batch of 4 at one
+    // request's step: about 60% of what it costs).
+    const auto& [largest, cost] = *draft_.rbegin();
+    if (batch > largest && draft_.size() == 1)
+      return cost.ms() * std::max(1.0, verify_ms(batch) / verify_ms(largest));
+    return estimate(draft_, batch);
+  }
   return draft_prior_ > 0 ? draft_prior_ * verify_ms(batch) : 0;
 }
 

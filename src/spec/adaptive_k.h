@@ -47,8 +47,10 @@ class CostModel {
   // Read hopefully, without that floor: flat beyond a single measured point.
   enum class Reading { Floored, Hopeful };
   double verify_ms(int m, Reading reading = Reading::Floored) const;
-  // A draft step for `batch` requests: measured, or before any measurement the
-  // prior (set_draft_prior) times the target's cost for as many positions.
+  // A draft step for `batch` requests: measured (with one batch size measured,
+  // a larger batch scaled as the target's pass over as many positions), or
+  // before any measurement the prior (set_draft_prior) times the target's cost
+  // for as many positions.
   double draft_step_ms(int batch) const;
   // A draft step's cost relative to a target pass over as many positions,
   // assumed until a draft step is measured (0: none, drafting looks free).

@@ -11,7 +11,8 @@ DraftPolicy::DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTun
     : drafter_(drafter),
       hints_(drafter ? drafter->cost_hints() : nullptr),
       opt_(opt),
-      tuning_(tuning) {
+      tuning_(tuning),
+      pooled_(tuning.acceptance_fade) {
   check(opt_.k >= 1, "draft length K must be >= 1, got {}", opt_.k);
   check(opt_.k <= kMaxDraft, "draft length K must be <= {}, got {}", kMaxDraft, opt_.k);
   if (hints_) costs_.set_draft_prior(hints_->relative_cost());
@@ -29,6 +30,10 @@ double DraftPolicy::acceptance(int id) const {
 }
 
 void DraftPolicy::forget(int id) { requests_.erase(id); }
+
+double DraftPolicy::new_request_alpha() const {
+  return pooled_.judged() >= tuning_.min_judged ? pooled_.alpha() : tuning_.probe_alpha;
+}
 
 int DraftPolicy::cap(const RoundRequest& r) const {
   return drafter_ ? std::max(0, std::min(opt_.k, r.room)) : 0;
@@ -61,7 +66,7 @@ std::vector<int> DraftPolicy::plan(std::span<const RoundRequest> round) {
   for (const RoundRequest& r : round) {
     const RequestState& st = state(r.ctx.id);
     double alpha = st.acceptance.alpha();
-    if (st.acceptance.judged() < tuning_.min_judged) alpha = std::max(alpha, tuning_.probe_alpha);
+    if (st.acceptance.judged() < tuning_.min_judged) alpha = std::max(alpha, new_request_alpha());
     batch.push_back({alpha, r.pending, cap(r), catch_up_ms(r.ctx), r.remaining});
   }
   // Fixed K without opting out; or free proposals, trimmed after the lookup
@@ -231,6 +236,7 @@ void DraftPolicy::record_verdict(int id, const Draft& draft, int accepted) {
     return;
   }
   st.acceptance.update(accepted, accepted < drafted);
+  pooled_.update(accepted, accepted < drafted);
   calibration_.record(draft, accepted);
   st.rounds_since_draft = 0;
 }

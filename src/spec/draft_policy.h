@@ -52,9 +52,13 @@ struct DraftPolicyTuning {
   // cost of drafting (a slow draft, a big batch) and not the acceptance stops a
   // request, a probe could not change the decision.
   double probe_alpha = 0.9;
-  // A request's first rounds draft as if its acceptance were probe_alpha until
-  // this many drafts were judged: one rejection on the first token says little,
-  // and must not stop drafting until the next probe.
+  // A request's first rounds draft as if its acceptance were at least what the
+  // requests before it saw (all verdicts pooled, once this many drafts were
+  // judged; probe_alpha before that) until this many of its own drafts were
+  // judged: one rejection on the first token says little, and must not stop
+  // drafting until the next probe. The pooled figure, not a hopeful constant:
+  // a batch of new requests all read at probe_alpha can look worth drafting
+  // where the text they continue is accepted far less often.
   double min_judged = 8;
   // The round that first measures a draft step drafts this many tokens (or the
   // cap, if lower) for one request: enough to time steady draft steps and a
@@ -156,6 +160,8 @@ class DraftPolicy {
     int failed_probes = 0;       // probes in a row after which drafting still did not pay
   };
   RequestState& state(int id);
+  // The acceptance a request with little evidence of its own is read at least at.
+  double new_request_alpha() const;
   int cap(const RoundRequest& r) const;
   std::vector<int> k_choices() const;
   bool stops_early() const;
@@ -175,6 +181,7 @@ class DraftPolicy {
   CostModel costs_;
   ConfidenceCalibration calibration_;
   std::unordered_map<int, RequestState> requests_;
+  AcceptanceEstimate pooled_;  // every request's verdicts together
   // Tokens emitted and milliseconds spent by recent rounds (fading sums): the
   // rate a drafted token's cost is weighed against.
   double recent_tokens_ = 0, recent_ms_ = 0;

@@ -34,8 +34,18 @@ using Script = std::function<int(int r, size_t i, int n)>;
 class Simulation {
  public:
   Simulation(int requests, FakeCosts costs, DraftPolicyTuning tuning = {})
-      : policy_(&drafter_, SpecOptions{8, true}, tuning), costs_(costs), tokens_(requests) {
+      : policy_(&drafter_, SpecOptions{8, true}, tuning),
+        costs_(costs),
+        tokens_(requests),
+        next_id_(requests) {
     for (auto& t : tokens_) t = {1, 2, 3};
+    for (int i = 0; i < requests; ++i) ids_.push_back(i);
+  }
+
+  // Request i finished; a new one takes its place in the batch.
+  void replace(size_t i) {
+    policy_.forget(ids_[i]);
+    ids_[i] = next_id_++;
   }
 
   // One round: the policy plans, drafts are made up (as long as planned), the
@@ -43,7 +53,7 @@ class Simulation {
   std::vector<int> round(const Script& accepted) {
     std::vector<RoundRequest> reqs;
     for (size_t i = 0; i < tokens_.size(); ++i)
-      reqs.push_back({{static_cast<int>(i), tokens_[i], &sampling_, &rng_}, 1, 1000, 1000});
+      reqs.push_back({{ids_[i], tokens_[i], &sampling_, &rng_}, 1, 1000, 1000});
     const std::vector<int> k = policy_.plan(reqs);
     std::vector<Draft> drafts(k.size());
     for (size_t i = 0; i < k.size(); ++i) drafts[i].tokens.assign(k[i], 7);
@@ -53,7 +63,7 @@ class Simulation {
     for (size_t i = 0; i < k.size(); ++i) {
       const int n = static_cast<int>(drafts[i].tokens.size());
       const int a = n > 0 ? std::min(accepted(rounds_, i, n), n) : 0;
-      policy_.record_verdict(static_cast<int>(i), drafts[i], a);
+      policy_.record_verdict(ids_[i], drafts[i], a);
       positions += 1 + n;
       emitted += a + 1;
       drafting += k[i] > 0;
@@ -74,6 +84,8 @@ class Simulation {
   DraftPolicy policy_;
   FakeCosts costs_;
   std::vector<std::vector<int>> tokens_;
+  std::vector<int> ids_;
+  int next_id_ = 0;
   SamplingParams sampling_;
   Rng rng_;
   int rounds_ = 0;
@@ -99,6 +111,24 @@ TEST(DraftPolicy, ExploresOnceThenDraftsWhereItPays) {
   EXPECT_EQ(*std::max_element(explore.begin(), explore.end()), DraftPolicyTuning{}.explore_draft);
   for (int r = 0; r < 20; ++r) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4) << "round " << r;
   EXPECT_TRUE(sim.policy().costs().has_draft_step());
+}
+
+// A request with no verdicts of its own is read at the acceptance the requests
+// before it saw, not at a hopeful constant: in a batch where drafting pays at
+// acceptance 0.9 but not at what the text gets, new requests decode plainly.
+TEST(DraftPolicy, NewRequestsStartFromThePooledAcceptance) {
+  const FakeCosts costs{40, 5, 10};  // at batch 4: pays at acceptance 0.9, not at 0.5
+  // The target accepts the first drafted token every other round, nothing else.
+  const Script half = [](int r, size_t, int n) { return r % 2 == 0 ? std::min(n, 1) : 0; };
+  Simulation fresh(4, costs);
+  fresh.round(half);  // plain
+  fresh.round(half);  // one request explores
+  EXPECT_EQ(drafting(fresh.round(half)), 4) << "no evidence yet: every request drafts hopefully";
+  Simulation sim(4, costs);
+  for (int r = 0; r < 60; ++r) sim.round(half);
+  EXPECT_LT(sim.policy().acceptance(0), 0.6);
+  for (size_t i = 0; i < 4; ++i) sim.replace(i);
+  EXPECT_EQ(drafting(sim.round(half)), 0) << "new requests read at what earlier ones got";
 }
 
 // Drafts the target rejects stop being made: after a few judged drafts every

@@ -212,6 +212,19 @@ TEST(AdaptiveK, DraftStepPriorStandsInUntilAStepIsMeasured) {
   EXPECT_DOUBLE_EQ(c.draft_step_ms(1), 9.0);
 }
 
+// Measured at one batch size, a draft step for a larger batch is priced as
+// the target's pass grows from that many positions to as many as the batch.
+TEST(AdaptiveK, DraftStepOfALargerBatchGrowsAsTheTargetsPass) {
+  CostModel c;
+  c.record_verify(1, 30.0);
+  c.record_verify(4, 36.0);
+  c.record_draft_step(1, 10.0);
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(1), 10.0);
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(4), 10.0 * 36.0 / 30.0);
+  c.record_draft_step(4, 16.0);  // two measured sizes: linear between them
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(2), 12.0);
+}
+
 TEST(AdaptiveK, InABatchOnlyPromisingRequestsDraft) {
   // Verify cost grows with positions: 4 requests decoding already use 4.
   CostModel c;

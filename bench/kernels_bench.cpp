@@ -254,6 +254,46 @@ void BM_Attention(benchmark::State& state) {
                           shape.row_elems() * 2);
 }
 
+// A decode round's attention for a batch: `seqs` sequences of `ctx` positions,
+// one query row each, as one call per sequence (batched = 0) or one batched
+// call (batched = 1): what starting a parallel region per sequence costs.
+void BM_AttentionBatch(benchmark::State& state) {
+  const int seqs = static_cast<int>(state.range(0)), ctx = static_cast<int>(state.range(1));
+  const bool batched = state.range(2) != 0;
+  KVCacheShape shape{1, 2, 128};
+  ContiguousKVCache cache(shape, seqs, ctx + 1, DType::F16);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> k(shape.row_elems()), v(shape.row_elems());
+  std::vector<int> slots;
+  for (int s = 0; s < seqs; ++s) {
+    slots.push_back(cache.allocate());
+    cache.reserve(slots.back(), ctx + 1);
+    for (int p = 0; p < ctx + 1; ++p) {
+      for (auto& e : k) e = dist(rng);
+      for (auto& e : v) e = dist(rng);
+      cache.store(slots.back(), 0, p, k.data(), v.data());
+    }
+  }
+  const kernels::AttentionShape& ash = kQwenHeads;
+  const size_t q_dim = 12 * 128;
+  std::vector<float> q(size_t(seqs) * q_dim), out(q.size());
+  for (auto& e : q) e = dist(rng);
+  const int pos = ctx;
+  std::vector<kernels::AttentionCall> calls;
+  for (int s = 0; s < seqs; ++s)
+    calls.push_back({&q[s * q_dim], 1, &pos, cache.view(slots[s], 0), &out[s * q_dim]});
+  const auto kernels = make_kernels(pool(), seqs, 0);
+  for (auto _ : state) {
+    if (batched) {
+      kernels->attention_batch(calls.data(), seqs, ash);
+    } else {
+      for (const auto& c : calls) kernels->attention(c.q, 1, c.pos, c.kv, ash, c.out);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 void register_all() {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
                   DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
@@ -289,6 +329,14 @@ void register_all() {
       ->Args({512, 6})
       ->Args({4096, 1})
       ->Args({4096, 6})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  benchmark::RegisterBenchmark("AttentionBatch", BM_AttentionBatch)
+      ->ArgNames({"seqs", "ctx", "batched"})
+      ->Args({4, 256, 0})
+      ->Args({4, 256, 1})
+      ->Args({16, 256, 0})
+      ->Args({16, 256, 1})
       ->Unit(benchmark::kMicrosecond)
       ->UseRealTime();
 }

@@ -54,6 +54,21 @@ void Kernels::checked_matmul(const TensorView* const* Ws, int count, const float
 void Kernels::attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                         const AttentionShape& shape, float* out) {
   if (n_q <= 0) return;
+  check_attention(kv, shape);
+  attend(q, n_q, pos, kv, shape, out);
+}
+
+void Kernels::attention_batch(const AttentionCall* calls, int n_calls,
+                              const AttentionShape& shape) {
+  for (int i = 0; i < n_calls; ++i) {
+    check(calls[i].n_q >= 1, "attention: call {} of {} has {} query rows", i, n_calls,
+          calls[i].n_q);
+    check_attention(calls[i].kv, shape);
+  }
+  if (n_calls > 0) attend_batch(calls, n_calls, shape);
+}
+
+void Kernels::check_attention(const KVSeqView& kv, const AttentionShape& shape) const {
   check(shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0,
         "attention: {} query heads cannot be grouped over {} KV heads", shape.n_heads,
         shape.n_kv_heads);
@@ -63,7 +78,6 @@ void Kernels::attention(const float* q, int n_q, const int* pos, const KVSeqView
         shape.head_dim, shape.n_heads / shape.n_kv_heads, limits_.head_dim, limits_.max_group);
   check(kv.type == DType::F32 || kv.type == DType::F16, "attention: KV cache type {} unsupported",
         dtype_name(kv.type));
-  attend(q, n_q, pos, kv, shape, out);
 }
 
 AlignedVector<uint8_t> pack_weights(const TensorView& W, const KernelConfig& config,

@@ -45,6 +45,15 @@ struct KVSeqView {
   int physical(int p) const { return remap && p >= remap_from ? remap[p - remap_from] : p; }
 };
 
+// One sequence's query rows in a batched attention call (attention_batch).
+struct AttentionCall {
+  const float* q;
+  int n_q;
+  const int* pos;
+  KVSeqView kv;
+  float* out;
+};
+
 struct AttentionShape {
   int n_heads;
   int n_kv_heads;  // n_heads is a multiple: grouped-query attention
@@ -105,6 +114,10 @@ class Kernels {
   // tandem::Error for a head size or grouping beyond the limits.
   void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                  const AttentionShape& shape, float* out);
+  // attention() for several sequences, each call's result the same as alone:
+  // their work may share one parallel region (a batch of decode rows is one
+  // call per sequence, each too small to be worth starting a region for).
+  void attention_batch(const AttentionCall* calls, int n_calls, const AttentionShape& shape);
 
  protected:
   Kernels(ThreadPool& pool, const KernelLimits& limits) : pool_(pool), limits_(limits) {}
@@ -114,8 +127,14 @@ class Kernels {
                            float* const* ys, int64_t ldy) = 0;
   virtual void attend(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                       const AttentionShape& shape, float* out) = 0;
+  // The calls' arguments are checked; by default one attend() each.
+  virtual void attend_batch(const AttentionCall* calls, int n_calls, const AttentionShape& shape) {
+    for (int i = 0; i < n_calls; ++i)
+      attend(calls[i].q, calls[i].n_q, calls[i].pos, calls[i].kv, shape, calls[i].out);
+  }
 
  private:
+  void check_attention(const KVSeqView& kv, const AttentionShape& shape) const;
   void checked_matmul(const TensorView* const* Ws, int count, const float* x, int M,
                       float* const* ys, int64_t ldy);
   ThreadPool& pool_;

@@ -21,6 +21,7 @@ ForwardState::ForwardState(const ModelConfig& c, int max_tokens_) : max_tokens(m
   rope_cos.resize(n * (c.head_dim / 2));
   rope_sin.resize(n * (c.head_dim / 2));
   runs.reserve(n);
+  attention_calls.reserve(n);
   remap.reserve(4 * n);
 }
 

@@ -238,15 +238,18 @@ void Transformer::attention_block(int l, const PassRows& p, KVCache& cache) {
   }
   rotate_and_cache(l, p, cache);
   const size_t q_dim = size_t(c_.n_heads) * c_.head_dim;
+  s.attention_calls.clear();
   for (const SlotRun& r : s.runs) {
     kernels::KVSeqView kv = cache.view(r.slot, l);
     if (r.remap_begin >= 0) {
       kv.remap = &s.remap[r.remap_begin];
       kv.remap_from = r.remap_from;
     }
-    kernels_->attention(&s.q[r.begin * q_dim], r.end - r.begin, &p.positions[r.begin], kv,
-                        attention_shape_, &s.attn[r.begin * q_dim]);
+    s.attention_calls.push_back({&s.q[r.begin * q_dim], r.end - r.begin, &p.positions[r.begin],
+                                 kv, &s.attn[r.begin * q_dim]});
   }
+  kernels_->attention_batch(s.attention_calls.data(), static_cast<int>(s.attention_calls.size()),
+                            attention_shape_);
   kernels_->matmul(L.wo, s.attn.data(), p.n, s.out.data());
   add_block_output(p.n);
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache/contiguous_kv_cache.h"
+#include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
@@ -171,6 +172,68 @@ void expect_remap_same_as_gathered(DType type, int64_t target = 0) {
 
 TEST_P(AttentionTest, RemapReadsWhatGatheredKeysGive) { expect_remap_same_as_gathered(GetParam()); }
 
+// attention_batch over several sequences (one row, a verify pass, more rows
+// than a tile, a remapped view) gives each call's bits as attention() alone,
+// with the SIMD kernels of `target` and with the reference (one call each).
+void expect_batch_same_as_alone(DType type, int64_t target = 0) {
+  const KVCacheShape shape{1, 2, 64};
+  const int n_heads = 4;
+  const kernels::AttentionShape ash{n_heads, 2, 64, 0.125f};
+  const size_t stride = size_t(n_heads) * 64;
+  const int lens[] = {40, 77, 90, 61};
+  const int rows[] = {1, 6, 19, 3};
+  std::vector<std::unique_ptr<FilledCache>> caches;
+  std::vector<std::vector<float>> qs;
+  std::vector<std::vector<int>> pos;
+  for (int s = 0; s < 4; ++s) {
+    caches.push_back(std::make_unique<FilledCache>(shape, lens[s], type));
+    qs.push_back(randn(rows[s] * stride, 20 + s));
+    pos.emplace_back(rows[s]);
+    for (int i = 0; i < rows[s]; ++i) pos[s][i] = lens[s] - rows[s] + i;
+  }
+  // The last sequence reads its last 3 positions in reverse physical order.
+  const std::vector<int> remap = {lens[3] - 1, lens[3] - 2, lens[3] - 3};
+  ThreadPool pool(2);
+  auto simd_k = simd(pool, target);
+  auto ref_k = kernels::Kernels::create({.reference = true}, pool, {.head_dim = 128, .max_group = 6});
+  for (kernels::Kernels* k : {simd_k.get(), ref_k.get()}) {
+    std::vector<kernels::AttentionCall> calls;
+    std::vector<std::vector<float>> together(4);
+    for (int s = 0; s < 4; ++s) {
+      together[s].assign(rows[s] * stride, 0.0f);
+      kernels::KVSeqView kv = caches[s]->cache.view(caches[s]->slot, 0);
+      if (s == 3) {
+        kv.remap = remap.data();
+        kv.remap_from = lens[3] - 3;
+      }
+      calls.push_back({qs[s].data(), rows[s], pos[s].data(), kv, together[s].data()});
+    }
+    k->attention_batch(calls.data(), 4, ash);
+    for (int s = 0; s < 4; ++s) {
+      std::vector<float> alone(rows[s] * stride);
+      k->attention(qs[s].data(), rows[s], pos[s].data(), calls[s].kv, ash, alone.data());
+      ASSERT_EQ(0, std::memcmp(alone.data(), together[s].data(), alone.size() * sizeof(float)))
+          << k->name() << ", sequence " << s;
+    }
+  }
+}
+
+TEST_P(AttentionTest, BatchOfSequencesBitIdenticalToEachAlone) {
+  expect_batch_same_as_alone(GetParam());
+}
+
+TEST(Attention, BatchRejectsACallWithoutRows) {
+  ThreadPool pool(1);
+  auto k = simd(pool);
+  FilledCache fc({1, 2, 64}, 8, DType::F16);
+  const kernels::AttentionShape ash{4, 2, 64, 0.125f};
+  std::vector<float> q(4 * 64), out(q.size());
+  const int pos = 7;
+  kernels::AttentionCall calls[] = {{q.data(), 1, &pos, fc.cache.view(fc.slot, 0), out.data()},
+                                    {q.data(), 0, &pos, fc.cache.view(fc.slot, 0), out.data()}};
+  EXPECT_THROW(k->attention_batch(calls, 2, ash), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(CacheTypes, AttentionTest, ::testing::Values(DType::F16, DType::F32),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
@@ -187,6 +250,7 @@ TEST_P(AttentionEveryTarget, MatchesReferenceAndIsBatchInvariant) {
   expect_rows_bit_identical_alone_or_together(DType::F16, GetParam());
   expect_remap_same_as_gathered(DType::F16, GetParam());
   expect_remap_same_as_gathered(DType::F32, GetParam());
+  expect_batch_same_as_alone(DType::F16, GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(CompiledAndSupported, AttentionEveryTarget,

@@ -417,5 +417,37 @@ void CpuKernels::attend(const float* q, int n_q, const int* pos, const KVSeqView
     call.attend(call.job, b, e, call.workers[thread]);
   });
 }
+
+// The (KV head, tile) pairs of every call, numbered call after call, split among
+// the threads in one region; each pair computes what it computes alone.
+void CpuKernels::attend_batch(const AttentionCall* calls, int n_calls,
+                              const AttentionShape& shape) {
+  batch_jobs_.clear();
+  batch_first_.clear();
+  int64_t total = 0;
+  for (int i = 0; i < n_calls; ++i) {
+    const AttentionCall& c = calls[i];
+    batch_jobs_.push_back({c.q, c.pos, &c.kv, &shape, c.out, c.n_q});
+    batch_first_.push_back(total);
+    total += int64_t{shape.n_kv_heads} * ((c.n_q + kAttentionTile - 1) / kAttentionTile);
+  }
+  batch_first_.push_back(total);
+  struct Call {
+    const std::vector<AttentionJob>& jobs;
+    const std::vector<int64_t>& first;
+    void (*attend)(const AttentionJob&, int64_t, int64_t, WorkerScratch&);
+    std::vector<WorkerScratch>& workers;
+  } call{batch_jobs_, batch_first_, fn_.attend, workers_};
+  pool().parallel_for(total, [&call](int64_t b, int64_t e, int thread) {
+    // The call holding pair b, then each call the range reaches into.
+    size_t j = static_cast<size_t>(
+        std::upper_bound(call.first.begin(), call.first.end(), b) - call.first.begin() - 1);
+    for (; j < call.jobs.size() && call.first[j] < e; ++j) {
+      const int64_t begin = call.first[j], end = call.first[j + 1];
+      call.attend(call.jobs[j], std::max(b, begin) - begin, std::min(e, end) - begin,
+                  call.workers[thread]);
+    }
+  });
+}
 }  // namespace tandem::kernels::cpu
 #endif

@@ -17,6 +17,9 @@ CpuKernels::CpuKernels(const KernelConfig& config, ThreadPool& pool, const Kerne
   q8k_.reserve(limits.max_rows, limits.max_k, 256);
   for (auto& w : workers_)
     w.reserve(limits.max_k, limits.head_dim, limits.max_group, kKeyBlock, kAttentionTile);
+  // A pass of max_rows rows attends in at most max_rows calls.
+  batch_jobs_.reserve(limits.max_rows);
+  batch_first_.reserve(limits.max_rows + 1);
 }
 
 void CpuKernels::rope(float* x, int n_heads, int head_dim, const float* cos, const float* sin,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/activations.h"
+#include "kernels/cpu/attention_job.h"
 #include "kernels/cpu/target_kernels.h"
 #include "kernels/cpu/worker_scratch.h"
 #include "kernels/kernels.h"
@@ -32,12 +33,19 @@ class CpuKernels final : public Kernels {
                    float* const* ys, int64_t ldy) override;  // matmul_cpu.cpp
   void attend(const float* q, int n_q, const int* pos, const KVSeqView& kv,
               const AttentionShape& shape, float* out) override;  // attention_cpu.cpp
+  void attend_batch(const AttentionCall* calls, int n_calls,
+                    const AttentionShape& shape) override;  // attention_cpu.cpp
 
  private:
   TargetKernels fn_;
   int64_t prefetch_bytes_, prefetch_packed_bytes_;  // KernelConfig's
   QActs q8_, q8k_;  // (max_rows, max_k) a matmul's input, quantized per 32 and per 256
   std::vector<WorkerScratch> workers_;  // (pool threads) indexed by thread
+  // attend_batch's jobs, and the index of each call's first (KV head, tile) pair
+  // among all of the calls' pairs, then their count (grown as needed; one call
+  // at a time).
+  std::vector<AttentionJob> batch_jobs_;
+  std::vector<int64_t> batch_first_;
 };
 
 // Stateless entry points on this CPU's best target (best_target_kernels):

@@ -307,6 +307,8 @@ void register_all() {
           ->ArgName("M")
           ->Arg(1)
           ->Arg(6)
+          ->Arg(8)
+          ->Arg(9)
           ->Arg(16)
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();

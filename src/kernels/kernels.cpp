@@ -54,21 +54,24 @@ void Kernels::checked_matmul(const TensorView* const* Ws, int count, const float
 void Kernels::attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
                         const AttentionShape& shape, float* out) {
   if (n_q <= 0) return;
-  check_attention(kv, shape);
-  attend(q, n_q, pos, kv, shape, out);
+  const AttentionCall call{q, n_q, pos, kv, out};
+  attention_batch(&call, 1, shape);
 }
 
 void Kernels::attention_batch(const AttentionCall* calls, int n_calls,
                               const AttentionShape& shape) {
+  if (n_calls <= 0) return;
+  check_attention_shape(shape);
   for (int i = 0; i < n_calls; ++i) {
     check(calls[i].n_q >= 1, "attention: call {} of {} has {} query rows", i, n_calls,
           calls[i].n_q);
-    check_attention(calls[i].kv, shape);
+    check(calls[i].kv.type == DType::F32 || calls[i].kv.type == DType::F16,
+          "attention: KV cache type {} unsupported", dtype_name(calls[i].kv.type));
   }
-  if (n_calls > 0) attend_batch(calls, n_calls, shape);
+  attend_batch(calls, n_calls, shape);
 }
 
-void Kernels::check_attention(const KVSeqView& kv, const AttentionShape& shape) const {
+void Kernels::check_attention_shape(const AttentionShape& shape) const {
   check(shape.n_kv_heads > 0 && shape.n_heads % shape.n_kv_heads == 0,
         "attention: {} query heads cannot be grouped over {} KV heads", shape.n_heads,
         shape.n_kv_heads);
@@ -76,8 +79,6 @@ void Kernels::check_attention(const KVSeqView& kv, const AttentionShape& shape) 
         "attention: heads of {} in groups of {} exceed the kernels' scratch (heads of at most {}, "
         "groups of at most {})",
         shape.head_dim, shape.n_heads / shape.n_kv_heads, limits_.head_dim, limits_.max_group);
-  check(kv.type == DType::F32 || kv.type == DType::F16, "attention: KV cache type {} unsupported",
-        dtype_name(kv.type));
 }
 
 AlignedVector<uint8_t> pack_weights(const TensorView& W, const KernelConfig& config,

@@ -125,16 +125,12 @@ class Kernels {
   // ys[i] + m * N_i; the arguments are checked.
   virtual void matmul_rows(const TensorView* const* Ws, int count, const float* x, int M,
                            float* const* ys, int64_t ldy) = 0;
-  virtual void attend(const float* q, int n_q, const int* pos, const KVSeqView& kv,
-                      const AttentionShape& shape, float* out) = 0;
-  // The calls' arguments are checked; by default one attend() each.
-  virtual void attend_batch(const AttentionCall* calls, int n_calls, const AttentionShape& shape) {
-    for (int i = 0; i < n_calls; ++i)
-      attend(calls[i].q, calls[i].n_q, calls[i].pos, calls[i].kv, shape, calls[i].out);
-  }
+  // attention_batch with its arguments checked (n_calls >= 1, every n_q >= 1).
+  virtual void attend_batch(const AttentionCall* calls, int n_calls,
+                            const AttentionShape& shape) = 0;
 
  private:
-  void check_attention(const KVSeqView& kv, const AttentionShape& shape) const;
+  void check_attention_shape(const AttentionShape& shape) const;
   void checked_matmul(const TensorView* const* Ws, int count, const float* x, int M,
                       float* const* ys, int64_t ldy);
   ThreadPool& pool_;

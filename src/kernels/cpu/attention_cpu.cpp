@@ -404,22 +404,9 @@ void resolve_attention(size_t index, TargetKernels& k) {
   k.attend = dispatch_entry(HWY_DISPATCH_TABLE(AttendJobs), index);
 }
 
-// Jobs are (KV head, tile of query rows) pairs, split among the threads.
-void CpuKernels::attend(const float* q, int n_q, const int* pos, const KVSeqView& kv,
-                        const AttentionShape& shape, float* out) {
-  struct Call {  // one reference for the pool's job, so that std::function does not allocate
-    AttentionJob job;
-    void (*attend)(const AttentionJob&, int64_t, int64_t, WorkerScratch&);
-    std::vector<WorkerScratch>& workers;
-  } call{{q, pos, &kv, &shape, out, n_q}, fn_.attend, workers_};
-  const int64_t tiles = (n_q + kAttentionTile - 1) / kAttentionTile;
-  pool().parallel_for(int64_t{shape.n_kv_heads} * tiles, [&call](int64_t b, int64_t e, int thread) {
-    call.attend(call.job, b, e, call.workers[thread]);
-  });
-}
-
-// The (KV head, tile) pairs of every call, numbered call after call, split among
-// the threads in one region; each pair computes what it computes alone.
+// Jobs are (KV head, tile of query rows) pairs: every call's, numbered call
+// after call, split among the threads in one region; each computes what it
+// computes alone.
 void CpuKernels::attend_batch(const AttentionCall* calls, int n_calls,
                               const AttentionShape& shape) {
   batch_jobs_.clear();
@@ -432,7 +419,7 @@ void CpuKernels::attend_batch(const AttentionCall* calls, int n_calls,
     total += int64_t{shape.n_kv_heads} * ((c.n_q + kAttentionTile - 1) / kAttentionTile);
   }
   batch_first_.push_back(total);
-  struct Call {
+  struct Call {  // one reference for the pool's job, so that std::function does not allocate
     const std::vector<AttentionJob>& jobs;
     const std::vector<int64_t>& first;
     void (*attend)(const AttentionJob&, int64_t, int64_t, WorkerScratch&);

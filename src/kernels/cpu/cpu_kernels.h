@@ -31,8 +31,6 @@ class CpuKernels final : public Kernels {
  protected:
   void matmul_rows(const TensorView* const* Ws, int count, const float* x, int M,
                    float* const* ys, int64_t ldy) override;  // matmul_cpu.cpp
-  void attend(const float* q, int n_q, const int* pos, const KVSeqView& kv,
-              const AttentionShape& shape, float* out) override;  // attention_cpu.cpp
   void attend_batch(const AttentionCall* calls, int n_calls,
                     const AttentionShape& shape) override;  // attention_cpu.cpp
 

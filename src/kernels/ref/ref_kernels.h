@@ -41,9 +41,11 @@ class RefKernels final : public Kernels {
                    float* const* ys, int64_t ldy) override {
     for (int i = 0; i < count; ++i) ref::matmul(*Ws[i], x, M, ys[i], pool(), ldy);
   }
-  void attend(const float* q, int n_q, const int* pos, const KVSeqView& kv,
-              const AttentionShape& shape, float* out) override {
-    ref::attention(q, n_q, pos, kv, shape, out, pool());
+  void attend_batch(const AttentionCall* calls, int n_calls, const AttentionShape& shape) override {
+    for (int i = 0; i < n_calls; ++i) {
+      const AttentionCall& c = calls[i];
+      ref::attention(c.q, c.n_q, c.pos, c.kv, shape, c.out, pool());
+    }
   }
 };
 

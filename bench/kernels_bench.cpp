@@ -143,8 +143,8 @@ void BM_Matmul(benchmark::State& state, DType t, bool packed) {
   }
   const size_t bytes = packed ? W.packed.size() : W.view.nbytes;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes),
-                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = pool().size();
   state.SetLabel(k->name());
 }
@@ -182,8 +182,7 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   // Seconds per 256 weights (printed with SI prefixes, e.g. 7.4n = 7.4 ns), and
   // per 256 weights and activation row.
   const double chunks = static_cast<double>(N * K / 256);
-  const auto kPerItem =
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert;
+  const auto kPerItem = benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert;
   state.counters["s/256w"] = benchmark::Counter(chunks, kPerItem);
   state.counters["s/256w/row"] = benchmark::Counter(chunks * M, kPerItem);
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes.size()),
@@ -295,9 +294,9 @@ void BM_AttentionBatch(benchmark::State& state) {
 }
 
 void register_all() {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                  DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K}) {
+  for (DType t :
+       {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+        DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     // The file layout, and the packed one where this machine's kernel has it.
     for (bool packed : {false, true}) {
       if (packed && !packs(t)) continue;

@@ -35,7 +35,8 @@ std::string model_path() {
   if (const char* p = std::getenv("TANDEM_BENCH_MODEL")) return p;
   const char* cache = std::getenv("TANDEM_CACHE");
   const std::string dir =
-      cache ? cache : std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/tandem";
+      cache ? cache
+            : std::string(std::getenv("HOME") ? std::getenv("HOME") : ".") + "/.cache/tandem";
   return dir + "/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 }
 
@@ -160,7 +161,8 @@ void Compile(benchmark::State& state, const Case& c) {
 
 void VocabularyTrie(benchmark::State& state) {
   const Vocab& v = vocab();
-  for (auto _ : state) benchmark::DoNotOptimize(TokenVocabulary::from_tokenizer(*v.tok, v.vocab->n_ids()));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(TokenVocabulary::from_tokenizer(*v.tok, v.vocab->n_ids()));
   state.counters["trie_nodes"] = v.vocab->n_nodes();
 }
 

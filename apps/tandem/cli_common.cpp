@@ -7,8 +7,8 @@
 
 #include "core/error.h"
 #include "model/model.h"
-#include "spec/model_drafter.h"
 #include "spec/lookup_first_drafter.h"
+#include "spec/model_drafter.h"
 #include "spec/ngram_drafter.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -23,7 +23,8 @@ void add_prompt_options(CLI::App* cmd, PromptOptions& p) {
   cmd->add_option("-p,--prompt", p.prompt, "Prompt text");
   cmd->add_option("-f,--file", p.prompt_file, "Read the prompt from a file");
   cmd->add_option("--ids", p.ids, "Prompt as comma-separated token ids (no tokenizer involved)");
-  cmd->add_flag("--chat", p.chat, "Send the prompt as one user message in the model's chat template");
+  cmd->add_flag("--chat", p.chat,
+                "Send the prompt as one user message in the model's chat template");
   cmd->add_option("--system", p.system, "System message (with --chat)");
   cmd->add_flag("--no-bos", p.no_bos, "Do not add the BOS token");
 }
@@ -144,8 +145,7 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
   out.draft_model = Model::load(s.draft, target.kernel_config());
   int vocab = s.draft_vocab;
   if (vocab < 0) vocab = out.draft_model->config().vocab_size > 65536 ? 32768 : 0;
-  auto model =
-      std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab, s.tree);
+  auto model = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab, s.tree);
   if (s.lookup)
     out.drafter = std::make_unique<LookupFirstDrafter>(std::move(model));
   else

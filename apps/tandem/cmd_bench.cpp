@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cache/contiguous_kv_cache.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "cache/contiguous_kv_cache.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -36,31 +36,37 @@ double seconds_since(Clock::time_point t0) {
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   const size_t n = bytes / sizeof(uint64_t);
   std::vector<uint64_t> buf(n);
-  pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);  // fault pages in
-  }, 4096);
+  pool.parallel_for(
+      static_cast<int64_t>(n),
+      [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);  // fault pages in
+      },
+      4096);
   std::vector<uint64_t> sums(pool.size());
   double best = 0.0;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = Clock::now();
-    pool.parallel_for(static_cast<int64_t>(n), [&](int64_t b, int64_t e, int t) {
-      // Four independent sums let the loads stream; the result is kept so the
-      // compiler cannot drop the reads. Each cache line is also prefetched 16 KiB
-      // ahead, as the matmul kernels do: without it the out-of-order window keeps
-      // too few misses in flight and this would understate the bandwidth.
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      constexpr int64_t kAhead = (16 << 10) / sizeof(uint64_t);
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        if (i + kAhead < e) __builtin_prefetch(&buf[i + kAhead], 0, 2);
-        s0 += buf[i] + buf[i + 4];
-        s1 += buf[i + 1] + buf[i + 5];
-        s2 += buf[i + 2] + buf[i + 6];
-        s3 += buf[i + 3] + buf[i + 7];
-      }
-      for (; i < e; ++i) s0 += buf[i];
-      sums[t] += s0 + s1 + s2 + s3;
-    }, 4096);
+    pool.parallel_for(
+        static_cast<int64_t>(n),
+        [&](int64_t b, int64_t e, int t) {
+          // Four independent sums let the loads stream; the result is kept so the
+          // compiler cannot drop the reads. Each cache line is also prefetched 16 KiB
+          // ahead, as the matmul kernels do: without it the out-of-order window keeps
+          // too few misses in flight and this would understate the bandwidth.
+          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          constexpr int64_t kAhead = (16 << 10) / sizeof(uint64_t);
+          int64_t i = b;
+          for (; i + 8 <= e; i += 8) {
+            if (i + kAhead < e) __builtin_prefetch(&buf[i + kAhead], 0, 2);
+            s0 += buf[i] + buf[i + 4];
+            s1 += buf[i + 1] + buf[i + 5];
+            s2 += buf[i + 2] + buf[i + 6];
+            s3 += buf[i + 3] + buf[i + 7];
+          }
+          for (; i < e; ++i) s0 += buf[i];
+          sums[t] += s0 + s1 + s2 + s3;
+        },
+        4096);
     best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / seconds_since(t0) / 1e9);
   }
   uint64_t total = 0;
@@ -111,8 +117,8 @@ void run_decode_bench(const DecodeOptions& o) {
   AlignedVector<float> logits(static_cast<size_t>(o.k + 1) * V);
   ForwardBatch b;
 
-  fmt::print("model {} ({}), {} threads, SIMD {}, KV cache {}\n", o.model,
-             model->format(), pool.size(), tf.kernels().name(), o.kv);
+  fmt::print("model {} ({}), {} threads, SIMD {}, KV cache {}\n", o.model, model->format(),
+             pool.size(), tf.kernels().name(), o.kv);
   const auto& packing = model->packing();
   fmt::print("packed at load: {} matrices, {:.1f} MB, {:.2f} s\n", packing.matrices,
              packing.bytes / 1e6, packing.seconds);
@@ -165,9 +171,10 @@ void run_decode_bench(const DecodeOptions& o) {
              decode_s, decode_tps, 1000.0 * decode_s / o.gen_tokens);
   fmt::print("verify at context {}: M=1 {:.2f} ms, M={} {:.2f} ms, ratio {:.3f}\n", at,
              1000.0 * median(t1), o.k + 1, 1000.0 * median(tk), verify_ratio);
-  fmt::print("weights read per token: {:.1f} MB; read bandwidth {:.2f} GB/s -> bound "
-             "{:.2f} tok/s; decode at {:.1f}% of it\n",
-             bytes / 1e6, bw, bound_tps, 100.0 * decode_tps / bound_tps);
+  fmt::print(
+      "weights read per token: {:.1f} MB; read bandwidth {:.2f} GB/s -> bound "
+      "{:.2f} tok/s; decode at {:.1f}% of it\n",
+      bytes / 1e6, bw, bound_tps, 100.0 * decode_tps / bound_tps);
   nlohmann::json j;
   j["model"] = o.model;
   j["threads"] = pool.size();

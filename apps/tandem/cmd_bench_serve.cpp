@@ -293,8 +293,8 @@ void print_row(const Level& L) {
   fmt::print(
       "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
       "{:>7.3f} {:>7.2f} {:>5}\n",
-      L.mode, L.concurrency, L.requests, L.tokens, L.tok_per_s(), L.ttft_p50, L.ttft_p99,
-      L.itl_p50, L.itl_p99, L.acceptance, L.tokens_per_round,
+      L.mode, L.concurrency, L.requests, L.tokens, L.tok_per_s(), L.ttft_p50, L.ttft_p99, L.itl_p50,
+      L.itl_p99, L.acceptance, L.tokens_per_round,
       L.mismatches < 0    ? ""
       : L.mismatches == 0 ? "yes"
                           : fmt::format("{} diff", L.mismatches));

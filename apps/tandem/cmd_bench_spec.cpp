@@ -130,8 +130,8 @@ struct Run {
   int generated = 0, decoded = 0, rounds = 0, spec_rounds = 0, drafted = 0, accepted = 0,
       rejections = 0;
   double decode_ms = 0, draft_ms = 0, verify_ms = 0, spec_verify_ms = 0;
-  int constrained = 0;         // tokens generated under a constraint
-  double constraint_ms = 0;    // time spent in the constraints
+  int constrained = 0;       // tokens generated under a constraint
+  double constraint_ms = 0;  // time spent in the constraints
   std::vector<std::vector<int>> outputs;
 
   double tok_per_s() const { return decode_ms > 0 ? decoded * 1000.0 / decode_ms : 0; }
@@ -342,7 +342,7 @@ void add_bench_spec_command(CLI::App* bench) {
     for (const auto& p : prompts) n_constrained += p.grammar != nullptr;
     if (n_constrained > 0)
       vocab = structured::TokenVocabulary::from_tokenizer(target->require_tokenizer(),
-                                                         target->config().vocab_size);
+                                                          target->config().vocab_size);
     ThreadPool pool(o.threads);
     std::vector<std::string> ks;
     std::stringstream ss(o.k_list);
@@ -364,11 +364,11 @@ void add_bench_spec_command(CLI::App* bench) {
       for (int t : trees) spec_options({o.spec.draft, k, -1, false, t});
     check(o.reps >= 1, "--reps must be at least 1, got {}", o.reps);
 
-    fmt::print("target {}\ndraft  {}\nprompts {} ({} prompts, {} under a JSON schema), {} tokens "
-               "each, {} threads, {}\n",
-               target->path(), o.spec.draft, o.prompts, prompts.size(), n_constrained, o.n,
-               pool.size(),
-               o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
+    fmt::print(
+        "target {}\ndraft  {}\nprompts {} ({} prompts, {} under a JSON schema), {} tokens "
+        "each, {} threads, {}\n",
+        target->path(), o.spec.draft, o.prompts, prompts.size(), n_constrained, o.n, pool.size(),
+        o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
     std::vector<std::unique_ptr<Config>> configs;
     configs.push_back(make_config(*target, pool, o, "", 0, prompts));
     for (int t : trees)
@@ -380,8 +380,7 @@ void add_bench_spec_command(CLI::App* bench) {
       for (const auto& c : configs)
         fmt::print("constraint, {:>5}: {:.3f} ms per token ({:.1f}% of a plain decode step)\n",
                    c->k.empty() ? "plain" : "K=" + Row{c->k, c->tree}.label(),
-                   c->run.constraint_ms_per_token(),
-                   100 * c->run.constraint_share_of(plain));
+                   c->run.constraint_ms_per_token(), 100 * c->run.constraint_share_of(plain));
     fmt::print("\n");
     fmt::print("{:>8} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
                "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v", "predicted",
@@ -389,14 +388,15 @@ void add_bench_spec_command(CLI::App* bench) {
     std::vector<Row> rows;
     for (size_t i = 1; i < configs.size(); ++i) {
       Row r = summarise(configs[i]->k, configs[i]->tree, plain, configs[i]->run);
-      fmt::print("{:>8} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
-                 "{:>8.2f}x {:>6.0f}% {:>6}\n",
-                 r.label(), plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance, r.alpha,
-                 r.tokens_per_round, r.c, r.v, r.predicted,
-                 r.predicted > 0 ? 100 * r.speedup / r.predicted : 0,
-                 o.sampling.greedy() ? (r.mismatches ? fmt::format("{} diff", r.mismatches)
-                                                     : std::string("yes"))
-                                     : std::string("n/a"));
+      fmt::print(
+          "{:>8} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
+          "{:>8.2f}x {:>6.0f}% {:>6}\n",
+          r.label(), plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance, r.alpha,
+          r.tokens_per_round, r.c, r.v, r.predicted,
+          r.predicted > 0 ? 100 * r.speedup / r.predicted : 0,
+          o.sampling.greedy()
+              ? (r.mismatches ? fmt::format("{} diff", r.mismatches) : std::string("yes"))
+              : std::string("n/a"));
       rows.push_back(r);
     }
     // Best fixed K (or auto when it is the only one), chains or trees.

@@ -95,8 +95,8 @@ void add_generate_command(CLI::App& app) {
     req.params.sampling.validate();
     const int need = static_cast<int>(ids.size()) + o.n;
     check(need <= model->config().context_length,
-          "prompt ({} tokens) + max tokens ({}) exceed the model's context length {}",
-          ids.size(), o.n, model->config().context_length);
+          "prompt ({} tokens) + max tokens ({}) exceed the model's context length {}", ids.size(),
+          o.n, model->config().context_length);
     if (!o.json)
       req.on_text = [](const std::string& s) {
         std::fwrite(s.data(), 1, s.size(), stdout);

@@ -17,7 +17,8 @@
 namespace tandem::cli {
 
 void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "Show a model's architecture, dimensions, tensor types, tokenizer");
+  auto* cmd = app.add_subcommand(
+      "info", "Show a model's architecture, dimensions, tensor types, tokenizer");
   struct Opts {
     std::string model;
     bool all_metadata = false;
@@ -41,7 +42,8 @@ void add_info_command(CLI::App& app) {
       bytes += t.nbytes;
       types[std::string(dtype_name(t.type))]++;
     }
-    fmt::print("parameters:     {:.1f} M ({:.1f} MiB of tensors)\n", params / 1e6, bytes / 1048576.0);
+    fmt::print("parameters:     {:.1f} M ({:.1f} MiB of tensors)\n", params / 1e6,
+               bytes / 1048576.0);
     fmt::print("layers:         {}\n", c.n_layers);
     fmt::print("d_model:        {}\n", c.d_model);
     fmt::print("d_ff:           {}\n", c.d_ff);
@@ -75,9 +77,8 @@ void add_info_command(CLI::App& app) {
     std::string family = "none";
     if (!m->chat_template().empty()) {
       try {
-        family = detect_chat_template(m->chat_template()) == ChatTemplateFamily::Llama3
-                     ? "llama3"
-                     : "chatml";
+        family = detect_chat_template(m->chat_template()) == ChatTemplateFamily::Llama3 ? "llama3"
+                                                                                        : "chatml";
       } catch (const Error&) {
         family = "unknown";
       }

@@ -151,9 +151,8 @@ void run_serve(const ServeOpts& o) {
   fmt::print(stderr, "{}\n",
              access.api_key.empty()
                  ? std::string("no API key: every client that can connect may use the server")
-                 : fmt::format("API key required on /v1/*{}", access.public_metrics
-                                                                  ? " (/metrics is public)"
-                                                                  : " and /metrics"));
+                 : fmt::format("API key required on /v1/*{}",
+                               access.public_metrics ? " (/metrics is public)" : " and /metrics"));
   if (!b.chat_unavailable_reason().empty())
     fmt::print(stderr, "warning: /v1/chat/completions will answer 400: {}\n",
                b.chat_unavailable_reason());

@@ -20,7 +20,8 @@ void write_svg_chart(const std::string& path, const std::string& title, const st
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
-      "fill=\"white\"/>\n<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n"
+      "fill=\"white\"/>\n<text x=\"{}\" y=\"22\" text-anchor=\"middle\" "
+      "font-size=\"15\">{}</text>\n"
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>\n",
       W, H, W / 2, title, left, top, pw, ph);
   for (double v : x)
@@ -53,14 +54,16 @@ void write_svg_chart(const std::string& path, const std::string& title, const st
       std::string pts;
       for (size_t i = 0; i < s.y.size() && i < x.size(); ++i)
         pts += fmt::format("{:.1f},{:.1f} ", px(x[i]), py(s.y[i]));
-      svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n",
-                         pts, s.color);
+      svg +=
+          fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+                      pts, s.color);
       for (size_t i = 0; i < s.y.size() && i < x.size(); ++i)
         svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3\" fill=\"{}\"/>\n", px(x[i]),
                            py(s.y[i]), s.color);
-      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\" text-anchor=\"{}\">{}{}</text>\n",
-                         side ? left + pw - 8 : left + 8, top + 16 + 16 * legend++, s.color,
-                         side ? "end" : "start", s.name, side ? " (right axis)" : "");
+      svg += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" fill=\"{}\" text-anchor=\"{}\">{}{}</text>\n",
+          side ? left + pw - 8 : left + 8, top + 16 + 16 * legend++, s.color,
+          side ? "end" : "start", s.name, side ? " (right axis)" : "");
     }
   }
   svg += "</svg>\n";

@@ -8,8 +8,7 @@
 
 namespace tandem {
 
-ContiguousKVCache::ContiguousKVCache(const KVCacheShape& shape, int n_slots, int n_ctx,
-                                     DType type)
+ContiguousKVCache::ContiguousKVCache(const KVCacheShape& shape, int n_slots, int n_ctx, DType type)
     : n_ctx_(n_ctx) {
   check(type == DType::F32 || type == DType::F16, "KV cache type must be F32 or F16, got {}",
         dtype_name(type));

@@ -33,11 +33,10 @@ class ContiguousKVCache final : public KVCache {
 
   int n_ctx_;
   size_t row_bytes_;
-  std::vector<uint8_t> k_, v_;           // (slot, layer, n_ctx, row_elems)
+  std::vector<uint8_t> k_, v_;                // (slot, layer, n_ctx, row_elems)
   std::vector<const void*> k_ptrs_, v_ptrs_;  // (slot, layer): block pointer for views
   std::vector<int> lengths_;
   std::vector<bool> used_;
 };
-
 
 }  // namespace tandem

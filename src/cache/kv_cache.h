@@ -21,8 +21,8 @@ class KVCache {
  public:
   virtual ~KVCache() = default;
 
-  virtual int allocate() = 0;          // a free slot id, or -1 when none is free
-  virtual void free(int slot) = 0;     // releases the slot and its storage
+  virtual int allocate() = 0;       // a free slot id, or -1 when none is free
+  virtual void free(int slot) = 0;  // releases the slot and its storage
   virtual int length(int slot) const = 0;
   virtual int capacity(int slot) const = 0;  // positions the slot can hold at most
   // Ensure positions [0, new_len) have storage (may allocate blocks); false when

@@ -13,9 +13,9 @@ struct KVCacheConfig {
   enum class Kind { Contiguous, Paged };
   Kind kind = Kind::Contiguous;
   int n_slots = 1;
-  int n_ctx = 4096;            // contiguous: positions per slot
-  int64_t n_positions = 0;     // paged: positions in the pool (0: n_slots * n_ctx)
-  int block_size = 16;         // paged
+  int n_ctx = 4096;         // contiguous: positions per slot
+  int64_t n_positions = 0;  // paged: positions in the pool (0: n_slots * n_ctx)
+  int block_size = 16;      // paged
   DType type = DType::F16;
 };
 

@@ -24,8 +24,7 @@ size_t checked_block_bytes(const KVCacheShape& shape, int n_slots, int n_blocks,
   check(int64_t{n_blocks} * block_size <= std::numeric_limits<int>::max(),
         "paged KV cache: {} blocks of {} positions exceed {} positions", n_blocks, block_size,
         std::numeric_limits<int>::max());
-  return 2 * size_t(shape.n_layers) * size_t(block_size) *
-         dtype_row_bytes(type, shape.row_elems());
+  return 2 * size_t(shape.n_layers) * size_t(block_size) * dtype_row_bytes(type, shape.row_elems());
 }
 
 int blocks_for(int positions, int block_size) {
@@ -151,7 +150,8 @@ void PagedKVCache::set_length(int slot, int len) {
         reserved);
   check(len >= s.shared_blocks * block_size_,
         "paged KV cache: set_length: slot {} length {} would cut into its shared prefix of {} "
-        "positions", slot, len, s.shared_blocks * block_size_);
+        "positions",
+        slot, len, s.shared_blocks * block_size_);
   s.length = len;
 }
 
@@ -161,15 +161,16 @@ void PagedKVCache::truncate_to(int slot, int new_len) {
         "paged KV cache: cannot truncate slot {} of length {} to {}", slot, s.length, new_len);
   check(new_len >= s.shared_blocks * block_size_,
         "paged KV cache: cannot truncate slot {} to {}: positions below {} are in shared "
-        "prefix blocks", slot, new_len, s.shared_blocks * block_size_);
+        "prefix blocks",
+        slot, new_len, s.shared_blocks * block_size_);
   s.length = new_len;
   pop_blocks(s, blocks_for(new_len, block_size_));
 }
 
 void PagedKVCache::store(int slot, int layer, int pos, const float* k, const float* v) {
   Slot& s = checked_slot(slot, "store");
-  check(layer >= 0 && layer < shape_.n_layers,
-        "paged KV cache: store: layer {} outside [0, {})", layer, shape_.n_layers);
+  check(layer >= 0 && layer < shape_.n_layers, "paged KV cache: store: layer {} outside [0, {})",
+        layer, shape_.n_layers);
   const int reserved = static_cast<int>(s.blocks.size()) * block_size_;
   check(pos >= 0 && pos < reserved,
         "paged KV cache: store: slot {} position {} outside the reserved [0, {})", slot, pos,
@@ -179,7 +180,8 @@ void PagedKVCache::store(int slot, int layer, int pos, const float* k, const flo
   // into a shared block is a caller bug that would corrupt other sequences.
   check(i >= s.shared_blocks && pool_.refs(b) == 1 && !index_.contains(b),
         "paged KV cache: store: slot {} position {} is in shared prefix block {} (read-only; "
-        "the slot's first {} positions are shared)", slot, pos, b, s.shared_blocks * block_size_);
+        "the slot's first {} positions are shared)",
+        slot, pos, b, s.shared_blocks * block_size_);
   const int row = pos % block_size_;
   quantize_row(type_, k, k_row(b, layer, row), shape_.row_elems());
   quantize_row(type_, v, v_row(b, layer, row), shape_.row_elems());
@@ -196,7 +198,8 @@ void PagedKVCache::move(int slot, int from, int to) {
   const int i = to / block_size_, dst = s.blocks[i], src = s.blocks[from / block_size_];
   check(i >= s.shared_blocks && pool_.refs(dst) == 1 && !index_.contains(dst),
         "paged KV cache: move: slot {} position {} is in shared prefix block {} (read-only; "
-        "the slot's first {} positions are shared)", slot, to, dst, s.shared_blocks * block_size_);
+        "the slot's first {} positions are shared)",
+        slot, to, dst, s.shared_blocks * block_size_);
   const int from_row = from % block_size_, to_row = to % block_size_;
   for (int l = 0; l < shape_.n_layers; ++l) {
     std::memcpy(k_row(dst, l, to_row), k_row(src, l, from_row), row_bytes_);
@@ -212,9 +215,7 @@ kernels::KVSeqView PagedKVCache::view(int slot, int layer) const {
   return {s.k_ptrs.data() + offset, s.v_ptrs.data() + offset, block_size_, type_};
 }
 
-int64_t PagedKVCache::free_positions() const {
-  return int64_t{pool_.n_available()} * block_size_;
-}
+int64_t PagedKVCache::free_positions() const { return int64_t{pool_.n_available()} * block_size_; }
 
 int64_t PagedKVCache::positions_needed(int slot, int new_len) const {
   const Slot& s = checked_slot(slot, "positions_needed");
@@ -264,10 +265,10 @@ void PagedKVCache::publish_prefix(int slot, const std::vector<int>& tokens) {
     hash = index_.chain_hash(hash, block_tokens);
     if (i < s.shared_blocks) {  // attached or published before: must hold these tokens
       check(index_.hash_of(s.blocks[i]) == hash &&
-                std::equal(block_tokens, block_tokens + block_size_,
-                           index_.tokens_of(s.blocks[i])),
+                std::equal(block_tokens, block_tokens + block_size_, index_.tokens_of(s.blocks[i])),
             "paged KV cache: publish_prefix: slot {} block {} (positions {}..{}) holds other "
-            "tokens than the ones published", slot, i, i * block_size_, (i + 1) * block_size_ - 1);
+            "tokens than the ones published",
+            slot, i, i * block_size_, (i + 1) * block_size_ - 1);
     } else {
       const int mine = s.blocks[i];
       const int existing = index_.find(hash, parent, block_tokens);

@@ -58,8 +58,8 @@ class PagedKVCache final : public KVCache {
   struct Slot {
     bool used = false;
     int length = 0;
-    int shared_blocks = 0;     // leading blocks that are in the prefix index
-    std::vector<int> blocks;   // the block table
+    int shared_blocks = 0;    // leading blocks that are in the prefix index
+    std::vector<int> blocks;  // the block table
     // Block pointers for views, (layer, ptr_cap): rebuilt when the table outgrows ptr_cap.
     int ptr_cap = 0;
     std::vector<const void*> k_ptrs, v_ptrs;
@@ -71,7 +71,7 @@ class PagedKVCache final : public KVCache {
   int take_block();
   void push_block(Slot& s, int block);
   void set_block(Slot& s, int i, int block);  // replace table entry i and its pointers
-  void pop_blocks(Slot& s, int keep);  // release blocks past the first `keep`
+  void pop_blocks(Slot& s, int keep);         // release blocks past the first `keep`
   uint8_t* k_row(int block, int layer, int row);
   uint8_t* v_row(int block, int layer, int row);
 

@@ -6,11 +6,11 @@ namespace tandem {
 namespace {
 
 constexpr DTypeInfo kTypes[] = {
-    {DType::F32, "F32", 1, 4},      {DType::F16, "F16", 1, 2},
-    {DType::BF16, "BF16", 1, 2},    {DType::Q4_0, "Q4_0", 32, 18},
-    {DType::Q4_1, "Q4_1", 32, 20},  {DType::Q5_0, "Q5_0", 32, 22},
-    {DType::Q5_1, "Q5_1", 32, 24},  {DType::Q8_0, "Q8_0", 32, 34},
-    {DType::Q8_1, "Q8_1", 32, 36},  {DType::Q2_K, "Q2_K", 256, 84},
+    {DType::F32, "F32", 1, 4},       {DType::F16, "F16", 1, 2},
+    {DType::BF16, "BF16", 1, 2},     {DType::Q4_0, "Q4_0", 32, 18},
+    {DType::Q4_1, "Q4_1", 32, 20},   {DType::Q5_0, "Q5_0", 32, 22},
+    {DType::Q5_1, "Q5_1", 32, 24},   {DType::Q8_0, "Q8_0", 32, 34},
+    {DType::Q8_1, "Q8_1", 32, 36},   {DType::Q2_K, "Q2_K", 256, 84},
     {DType::Q3_K, "Q3_K", 256, 110}, {DType::Q4_K, "Q4_K", 256, 144},
     {DType::Q5_K, "Q5_K", 256, 176}, {DType::Q6_K, "Q6_K", 256, 210},
     {DType::Q8_K, "Q8_K", 256, 292},

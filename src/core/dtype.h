@@ -30,8 +30,8 @@ enum class DType : uint32_t {
 struct DTypeInfo {
   DType type;
   std::string_view name;
-  int block_size;   // elements per block (1 for plain float types)
-  int type_size;    // bytes per block
+  int block_size;  // elements per block (1 for plain float types)
+  int type_size;   // bytes per block
 };
 
 // Info for a GGML type id, or nullopt when tandem does not know the type.

@@ -65,8 +65,7 @@ int ThreadPool::physical_cores() {
   return n > 0 ? n : 1;
 }
 
-ThreadPool::ThreadPool(int n_threads)
-    : n_threads_(n_threads > 0 ? n_threads : physical_cores()) {
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : physical_cores()) {
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back(&ThreadPool::worker, this, i);
 }
 

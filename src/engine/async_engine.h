@@ -47,7 +47,7 @@ class AsyncEngine {
   int next_id_ = 0;
   bool accepting_ = true, stopping_ = false, drain_ = false;
   std::map<int, int> engine_ids_;  // our id -> the engine's, engine thread only
-  EngineMetrics metrics_;  // refreshed by the engine thread after every step
+  EngineMetrics metrics_;          // refreshed by the engine thread after every step
   std::thread thread_;
 };
 

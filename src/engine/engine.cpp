@@ -134,8 +134,8 @@ void Engine::preempt(Sequence& s) {
   s.target_slot = -1;
   s.prefix_published = false;
   metrics_.preemptions++;
-  auto it = std::find_if(running_.begin(), running_.end(),
-                         [&](const auto& p) { return p.get() == &s; });
+  auto it =
+      std::find_if(running_.begin(), running_.end(), [&](const auto& p) { return p.get() == &s; });
   queue_.push_front(std::move(*it));
   running_.erase(it);
 }
@@ -166,8 +166,9 @@ std::vector<Sequence*> Engine::plan_round(std::vector<int>& k) {
     }
     Sequence* victim = newest_running();
     if (!victim || running_.size() == 1)
-      fail("KV cache too small for one request's next step (this is a bug: validate() should "
-           "have refused it)");
+      fail(
+          "KV cache too small for one request's next step (this is a bug: validate() should "
+          "have refused it)");
     preempt(*victim);
     k.clear();  // the decoding set changed: plan again
   }
@@ -236,7 +237,8 @@ bool Engine::step() {
       if (opt_.prefix_cache && !s->prefix_published &&
           cache_->length(s->target_slot) >= s->n_prompt()) {
         cache_->publish_prefix(
-            s->target_slot, std::vector<int>(s->tokens().begin(), s->tokens().begin() + s->n_prompt()));
+            s->target_slot,
+            std::vector<int>(s->tokens().begin(), s->tokens().begin() + s->n_prompt()));
         s->prefix_published = true;
       }
     }

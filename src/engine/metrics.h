@@ -24,7 +24,7 @@ struct Histogram {
 
 struct EngineMetrics {
   std::map<std::string, uint64_t> requests;  // finished, by finish reason
-  uint64_t prompt_tokens = 0;      // prompt tokens of admitted requests
+  uint64_t prompt_tokens = 0;                // prompt tokens of admitted requests
   uint64_t generated_tokens = 0;
   uint64_t drafted_tokens = 0, accepted_tokens = 0;
   uint64_t preemptions = 0;
@@ -32,8 +32,8 @@ struct EngineMetrics {
   Histogram time_to_first_token{{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram inter_token_latency{{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5}};
   int queued = 0, running = 0;
-  KVCache::Stats kv;         // the target's cache
-  KVCache::Stats draft_kv;   // the draft model's cache (zeros without one)
+  KVCache::Stats kv;        // the target's cache
+  KVCache::Stats draft_kv;  // the draft model's cache (zeros without one)
 };
 
 }  // namespace tandem

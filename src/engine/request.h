@@ -20,7 +20,7 @@ struct RequestParams : DecodeParams {
 };
 
 struct RequestResult {
-  std::vector<int> tokens;    // generated ids; the stop token and anything after a stop excluded
+  std::vector<int> tokens;  // generated ids; the stop token and anything after a stop excluded
   std::string text;
   std::string finish_reason;  // "stop", "length" or "cancelled"
   RequestStats stats;

@@ -27,7 +27,7 @@ class Sequence final : public Generation {
   bool accept(const EmittedToken& token) override;
   bool finished() const { return !finish_reason_.empty(); }
   const std::string& finish_reason() const { return finish_reason_; }
-  void cancel();  // finish with reason "cancelled"
+  void cancel();                          // finish with reason "cancelled"
   void abort(const std::string& reason);  // finish with another reason (e.g. "error")
 
   // Engine bookkeeping.

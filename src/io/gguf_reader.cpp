@@ -61,12 +61,25 @@ class Cursor {
 
 size_t scalar_size(GGUFType t) {
   switch (t) {
-    case GGUFType::UINT8: case GGUFType::INT8: case GGUFType::BOOL: return 1;
-    case GGUFType::UINT16: case GGUFType::INT16: return 2;
-    case GGUFType::UINT32: case GGUFType::INT32: case GGUFType::FLOAT32: return 4;
-    case GGUFType::UINT64: case GGUFType::INT64: case GGUFType::FLOAT64: return 8;
-    case GGUFType::STRING: return 8;  // at least the length prefix
-    case GGUFType::ARRAY: return 12;  // at least type + count
+    case GGUFType::UINT8:
+    case GGUFType::INT8:
+    case GGUFType::BOOL:
+      return 1;
+    case GGUFType::UINT16:
+    case GGUFType::INT16:
+      return 2;
+    case GGUFType::UINT32:
+    case GGUFType::INT32:
+    case GGUFType::FLOAT32:
+      return 4;
+    case GGUFType::UINT64:
+    case GGUFType::INT64:
+    case GGUFType::FLOAT64:
+      return 8;
+    case GGUFType::STRING:
+      return 8;  // at least the length prefix
+    case GGUFType::ARRAY:
+      return 12;  // at least type + count
   }
   return 1;
 }
@@ -77,23 +90,45 @@ GGUFValue read_value(Cursor& c, GGUFType type, const std::string& key, const std
   v.type = type;
   const char* what = "value";
   switch (type) {
-    case GGUFType::UINT8: v.scalar = uint64_t{c.read<uint8_t>(what)}; break;
-    case GGUFType::INT8: v.scalar = int64_t{c.read<int8_t>(what)}; break;
-    case GGUFType::UINT16: v.scalar = uint64_t{c.read<uint16_t>(what)}; break;
-    case GGUFType::INT16: v.scalar = int64_t{c.read<int16_t>(what)}; break;
-    case GGUFType::UINT32: v.scalar = uint64_t{c.read<uint32_t>(what)}; break;
-    case GGUFType::INT32: v.scalar = int64_t{c.read<int32_t>(what)}; break;
-    case GGUFType::UINT64: v.scalar = c.read<uint64_t>(what); break;
-    case GGUFType::INT64: v.scalar = c.read<int64_t>(what); break;
-    case GGUFType::FLOAT32: v.scalar = double{c.read<float>(what)}; break;
-    case GGUFType::FLOAT64: v.scalar = c.read<double>(what); break;
+    case GGUFType::UINT8:
+      v.scalar = uint64_t{c.read<uint8_t>(what)};
+      break;
+    case GGUFType::INT8:
+      v.scalar = int64_t{c.read<int8_t>(what)};
+      break;
+    case GGUFType::UINT16:
+      v.scalar = uint64_t{c.read<uint16_t>(what)};
+      break;
+    case GGUFType::INT16:
+      v.scalar = int64_t{c.read<int16_t>(what)};
+      break;
+    case GGUFType::UINT32:
+      v.scalar = uint64_t{c.read<uint32_t>(what)};
+      break;
+    case GGUFType::INT32:
+      v.scalar = int64_t{c.read<int32_t>(what)};
+      break;
+    case GGUFType::UINT64:
+      v.scalar = c.read<uint64_t>(what);
+      break;
+    case GGUFType::INT64:
+      v.scalar = c.read<int64_t>(what);
+      break;
+    case GGUFType::FLOAT32:
+      v.scalar = double{c.read<float>(what)};
+      break;
+    case GGUFType::FLOAT64:
+      v.scalar = c.read<double>(what);
+      break;
     case GGUFType::BOOL: {
       uint8_t b = c.read<uint8_t>(what);
       if (b > 1) fail("{}: metadata '{}': invalid bool value {}", path, key, b);
       v.scalar = b != 0;
       break;
     }
-    case GGUFType::STRING: v.scalar = c.read_string(what); break;
+    case GGUFType::STRING:
+      v.scalar = c.read_string(what);
+      break;
     case GGUFType::ARRAY: {
       if (depth >= kMaxArrayDepth) fail("{}: metadata '{}': arrays nested too deeply", path, key);
       uint32_t et = c.read<uint32_t>("array element type");
@@ -118,10 +153,17 @@ GGUFValue read_value(Cursor& c, GGUFType type, const std::string& key, const std
 
 bool is_integer(GGUFType t) {
   switch (t) {
-    case GGUFType::UINT8: case GGUFType::INT8: case GGUFType::UINT16: case GGUFType::INT16:
-    case GGUFType::UINT32: case GGUFType::INT32: case GGUFType::UINT64: case GGUFType::INT64:
+    case GGUFType::UINT8:
+    case GGUFType::INT8:
+    case GGUFType::UINT16:
+    case GGUFType::INT16:
+    case GGUFType::UINT32:
+    case GGUFType::INT32:
+    case GGUFType::UINT64:
+    case GGUFType::INT64:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -133,8 +175,9 @@ int64_t as_int(const GGUFValue& v) {
 }  // namespace
 
 std::string gguf_type_name(GGUFType t) {
-  static const char* names[] = {"uint8", "int8",   "uint16", "int16",  "uint32", "int32", "float32",
-                                "bool",  "string", "array",  "uint64", "int64",  "float64"};
+  static const char* names[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                "int32",  "float32", "bool",   "string", "array",
+                                "uint64", "int64",   "float64"};
   auto i = static_cast<uint32_t>(t);
   return i < 13 ? names[i] : "unknown";
 }
@@ -224,9 +267,10 @@ GGUFFile::GGUFFile(const std::string& path) : file_(std::make_shared<MappedFile>
     uint64_t off = offsets[i].offset;
     if (data_start > file_->size() || off > file_->size() - data_start ||
         tv.nbytes > file_->size() - data_start - off)
-      fail("{}: truncated GGUF file: tensor '{}' ({} bytes at data offset {}) extends past the "
-           "end of the file ({} bytes)",
-           path, tv.name, tv.nbytes, off, file_->size());
+      fail(
+          "{}: truncated GGUF file: tensor '{}' ({} bytes at data offset {}) extends past the "
+          "end of the file ({} bytes)",
+          path, tv.name, tv.nbytes, off, file_->size());
     tv.data = file_->data() + data_start + off;
   }
 }

@@ -16,8 +16,19 @@
 namespace tandem {
 
 enum class GGUFType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 
 // One metadata value. Integers are widened to int64/uint64, floats to double;
@@ -45,7 +56,7 @@ class GGUFFile {
   const GGUFValue* find(const std::string& key) const;
   // Typed accessors: throw naming the file and key when absent or mistyped.
   std::string get_string(const std::string& key) const;
-  int64_t get_int(const std::string& key) const;  // any integer type
+  int64_t get_int(const std::string& key) const;   // any integer type
   double get_float(const std::string& key) const;  // any float or integer type
   bool get_bool(const std::string& key) const;
   std::vector<std::string> get_string_array(const std::string& key) const;

@@ -20,10 +20,17 @@ constexpr int kMaxDims = 4;
 
 bool is_int_type(GGUFType t) {
   switch (t) {
-    case GGUFType::UINT8: case GGUFType::INT8: case GGUFType::UINT16: case GGUFType::INT16:
-    case GGUFType::UINT32: case GGUFType::INT32: case GGUFType::UINT64: case GGUFType::INT64:
+    case GGUFType::UINT8:
+    case GGUFType::INT8:
+    case GGUFType::UINT16:
+    case GGUFType::INT16:
+    case GGUFType::UINT32:
+    case GGUFType::INT32:
+    case GGUFType::UINT64:
+    case GGUFType::INT64:
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -36,15 +43,23 @@ struct IntRange {
 
 IntRange int_range(GGUFType t) {
   switch (t) {
-    case GGUFType::UINT8: return {false, 0, 0xFF};
-    case GGUFType::INT8: return {true, -128, 127};
-    case GGUFType::UINT16: return {false, 0, 0xFFFF};
-    case GGUFType::INT16: return {true, -32768, 32767};
-    case GGUFType::UINT32: return {false, 0, 0xFFFFFFFFu};
-    case GGUFType::INT32: return {true, std::numeric_limits<int32_t>::min(), 0x7FFFFFFF};
-    case GGUFType::UINT64: return {false, 0, std::numeric_limits<uint64_t>::max()};
-    default: return {true, std::numeric_limits<int64_t>::min(),
-                     uint64_t(std::numeric_limits<int64_t>::max())};
+    case GGUFType::UINT8:
+      return {false, 0, 0xFF};
+    case GGUFType::INT8:
+      return {true, -128, 127};
+    case GGUFType::UINT16:
+      return {false, 0, 0xFFFF};
+    case GGUFType::INT16:
+      return {true, -32768, 32767};
+    case GGUFType::UINT32:
+      return {false, 0, 0xFFFFFFFFu};
+    case GGUFType::INT32:
+      return {true, std::numeric_limits<int32_t>::min(), 0x7FFFFFFF};
+    case GGUFType::UINT64:
+      return {false, 0, std::numeric_limits<uint64_t>::max()};
+    default:
+      return {true, std::numeric_limits<int64_t>::min(),
+              uint64_t(std::numeric_limits<int64_t>::max())};
   }
 }
 
@@ -55,8 +70,7 @@ void validate_value(const GGUFValue& v, const std::string& key, int depth) {
     fail("GGUF writer: metadata '{}' of type {}: {}", key, gguf_type_name(v.type), why);
   };
   if (static_cast<uint32_t>(v.type) > static_cast<uint32_t>(GGUFType::FLOAT64))
-    fail("GGUF writer: metadata '{}': unknown value type {}", key,
-         static_cast<uint32_t>(v.type));
+    fail("GGUF writer: metadata '{}': unknown value type {}", key, static_cast<uint32_t>(v.type));
   if (is_int_type(v.type)) {
     IntRange r = int_range(v.type);
     if (auto* u = std::get_if<uint64_t>(&v.scalar)) {
@@ -69,7 +83,8 @@ void validate_value(const GGUFValue& v, const std::string& key, int depth) {
     return;
   }
   switch (v.type) {
-    case GGUFType::FLOAT32: case GGUFType::FLOAT64:
+    case GGUFType::FLOAT32:
+    case GGUFType::FLOAT64:
       if (!std::holds_alternative<double>(v.scalar)) bad("value is not a float");
       break;
     case GGUFType::BOOL:
@@ -85,7 +100,8 @@ void validate_value(const GGUFValue& v, const std::string& key, int depth) {
         validate_value(e, key, depth + 1);
       }
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -119,18 +135,42 @@ int64_t int_of(const GGUFValue& v) {
 // Encodes a validated value (without its type tag).
 void put_value(Buffer& b, const GGUFValue& v) {
   switch (v.type) {
-    case GGUFType::UINT8: b.put<uint8_t>(static_cast<uint8_t>(int_of(v))); break;
-    case GGUFType::INT8: b.put<int8_t>(static_cast<int8_t>(int_of(v))); break;
-    case GGUFType::UINT16: b.put<uint16_t>(static_cast<uint16_t>(int_of(v))); break;
-    case GGUFType::INT16: b.put<int16_t>(static_cast<int16_t>(int_of(v))); break;
-    case GGUFType::UINT32: b.put<uint32_t>(static_cast<uint32_t>(int_of(v))); break;
-    case GGUFType::INT32: b.put<int32_t>(static_cast<int32_t>(int_of(v))); break;
-    case GGUFType::UINT64: b.put<uint64_t>(static_cast<uint64_t>(int_of(v))); break;
-    case GGUFType::INT64: b.put<int64_t>(int_of(v)); break;
-    case GGUFType::FLOAT32: b.put<float>(static_cast<float>(std::get<double>(v.scalar))); break;
-    case GGUFType::FLOAT64: b.put<double>(std::get<double>(v.scalar)); break;
-    case GGUFType::BOOL: b.put<uint8_t>(std::get<bool>(v.scalar) ? 1 : 0); break;
-    case GGUFType::STRING: b.put_string(std::get<std::string>(v.scalar)); break;
+    case GGUFType::UINT8:
+      b.put<uint8_t>(static_cast<uint8_t>(int_of(v)));
+      break;
+    case GGUFType::INT8:
+      b.put<int8_t>(static_cast<int8_t>(int_of(v)));
+      break;
+    case GGUFType::UINT16:
+      b.put<uint16_t>(static_cast<uint16_t>(int_of(v)));
+      break;
+    case GGUFType::INT16:
+      b.put<int16_t>(static_cast<int16_t>(int_of(v)));
+      break;
+    case GGUFType::UINT32:
+      b.put<uint32_t>(static_cast<uint32_t>(int_of(v)));
+      break;
+    case GGUFType::INT32:
+      b.put<int32_t>(static_cast<int32_t>(int_of(v)));
+      break;
+    case GGUFType::UINT64:
+      b.put<uint64_t>(static_cast<uint64_t>(int_of(v)));
+      break;
+    case GGUFType::INT64:
+      b.put<int64_t>(int_of(v));
+      break;
+    case GGUFType::FLOAT32:
+      b.put<float>(static_cast<float>(std::get<double>(v.scalar)));
+      break;
+    case GGUFType::FLOAT64:
+      b.put<double>(std::get<double>(v.scalar));
+      break;
+    case GGUFType::BOOL:
+      b.put<uint8_t>(std::get<bool>(v.scalar) ? 1 : 0);
+      break;
+    case GGUFType::STRING:
+      b.put_string(std::get<std::string>(v.scalar));
+      break;
     case GGUFType::ARRAY:
       b.put<uint32_t>(static_cast<uint32_t>(v.elem_type));
       b.put<uint64_t>(v.array.size());
@@ -235,8 +275,7 @@ void GGUFWriter::set_i32_array(const std::string& key, const std::vector<int32_t
 void GGUFWriter::add_tensor(const std::string& name, DType type, std::vector<int64_t> shape,
                             std::vector<uint8_t> data) {
   check(!name.empty(), "GGUF writer: tensor with an empty name");
-  for (const auto& t : tensors_)
-    check(t.name != name, "GGUF writer: duplicate tensor '{}'", name);
+  for (const auto& t : tensors_) check(t.name != name, "GGUF writer: duplicate tensor '{}'", name);
   check(!shape.empty() && shape.size() <= kMaxDims,
         "GGUF writer: tensor '{}' has {} dimensions (1 to {} allowed)", name, shape.size(),
         kMaxDims);
@@ -245,8 +284,8 @@ void GGUFWriter::add_tensor(const std::string& name, DType type, std::vector<int
   for (size_t i = 1; i < shape.size(); ++i) rows *= static_cast<uint64_t>(shape[i]);
   const auto& info = dtype_info(type);
   check(shape[0] % info.block_size == 0,
-        "GGUF writer: tensor '{}': row length {} is not a multiple of the {} block size {}",
-        name, shape[0], info.name, info.block_size);
+        "GGUF writer: tensor '{}': row length {} is not a multiple of the {} block size {}", name,
+        shape[0], info.name, info.block_size);
   size_t expect = dtype_row_bytes(type, shape[0]) * rows;
   check(data.size() == expect, "GGUF writer: tensor '{}' ({}) has {} bytes of data, expected {}",
         name, info.name, data.size(), expect);
@@ -263,8 +302,8 @@ void GGUFWriter::add_tensor_f32(const std::string& name, DType type, std::vector
   const int64_t row = shape[0];
   const auto& info = dtype_info(type);
   check(row % info.block_size == 0,
-        "GGUF writer: tensor '{}': row length {} is not a multiple of the {} block size {}",
-        name, row, info.name, info.block_size);
+        "GGUF writer: tensor '{}': row length {} is not a multiple of the {} block size {}", name,
+        row, info.name, info.block_size);
   const size_t row_bytes = dtype_row_bytes(type, row);
   const int64_t rows = numel / row;
   std::vector<uint8_t> data(row_bytes * rows);

@@ -14,7 +14,7 @@ namespace tandem {
 
 // Builders for metadata values of any GGUF type. Integers are range-checked
 // against `type` when written.
-GGUFValue gguf_int(GGUFType type, int64_t v);  // any integer type
+GGUFValue gguf_int(GGUFType type, int64_t v);   // any integer type
 GGUFValue gguf_float(GGUFType type, double v);  // FLOAT32 or FLOAT64
 GGUFValue gguf_bool(bool v);
 GGUFValue gguf_string(std::string v);

@@ -62,10 +62,14 @@ struct Extent {
 
 const char* safetensors_dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    default: fail("safetensors stores only F32, F16 and BF16 tensors, not {}", dtype_name(t));
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    default:
+      fail("safetensors stores only F32, F16 and BF16 tensors, not {}", dtype_name(t));
   }
 }
 
@@ -87,8 +91,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
   const uint64_t data_size = size - 8 - header_len;
 
   std::string error;
-  auto parsed = try_parse_json(
-      std::string_view(reinterpret_cast<const char*>(header), header_len), &error);
+  auto parsed =
+      try_parse_json(std::string_view(reinterpret_cast<const char*>(header), header_len), &error);
   if (!parsed) fail("{}: invalid safetensors header JSON: {}", path, error);
   const json& j = *parsed;
   if (!j.is_object()) fail("{}: safetensors header is not a JSON object", path);
@@ -102,8 +106,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     if (name == "__metadata__") {
       if (!entry.is_object()) fail("{}: safetensors __metadata__ is not an object", path);
       for (const auto& [k, v] : entry.items()) {
-        if (!v.is_string())
-          fail("{}: safetensors __metadata__ '{}' is not a string", path, k);
+        if (!v.is_string()) fail("{}: safetensors __metadata__ '{}' is not a string", path, k);
         metadata_[k] = v.get<std::string>();
       }
       continue;
@@ -140,7 +143,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path)
     const uint64_t begin = (*offs)[0].get<uint64_t>(), end = (*offs)[1].get<uint64_t>();
     if (begin > end) bad(fmt::format("data_offsets [{}, {}] are reversed", begin, end));
     if (end > data_size)
-      bad(fmt::format("data_offsets [{}, {}] extend past the {} bytes of tensor data (file "
+      bad(
+          fmt::format("data_offsets [{}, {}] extend past the {} bytes of tensor data (file "
                       "truncated?)",
                       begin, end, data_size));
     if (size_t esize = dtype_bytes(dtype); esize != 0 && end - begin != numel * esize)

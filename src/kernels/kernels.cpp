@@ -27,8 +27,8 @@ void Kernels::matmul(const TensorView& W, const float* x, int M, float* y) {
 }
 
 void Kernels::matmul_strided(const TensorView& W, const float* x, int M, float* y, int64_t ldy) {
-  check(ldy >= W.ne(1), "matmul: output rows of {} floats cannot hold {}'s {} columns", ldy,
-        W.name, W.ne(1));
+  check(ldy >= W.ne(1), "matmul: output rows of {} floats cannot hold {}'s {} columns", ldy, W.name,
+        W.ne(1));
   const TensorView* w = &W;
   checked_matmul(&w, 1, x, M, &y, ldy);
 }
@@ -43,8 +43,8 @@ void Kernels::checked_matmul(const TensorView* const* Ws, int count, const float
   if (count <= 0 || M <= 0) return;
   const int64_t K = Ws[0]->ne(0);
   for (int i = 0; i < count; ++i)
-    check(Ws[i]->ne(0) == K, "matmul: {} has rows of {} but the input has {} columns",
-          Ws[i]->name, Ws[i]->ne(0), K);
+    check(Ws[i]->ne(0) == K, "matmul: {} has rows of {} but the input has {} columns", Ws[i]->name,
+          Ws[i]->ne(0), K);
   check(M <= limits_.max_rows && K <= limits_.max_k,
         "matmul: {} rows of {} exceed the kernels' scratch ({} rows of at most {})", M, K,
         limits_.max_rows, limits_.max_k);

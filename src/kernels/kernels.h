@@ -58,15 +58,15 @@ struct AttentionShape {
   int n_heads;
   int n_kv_heads;  // n_heads is a multiple: grouped-query attention
   int head_dim;
-  float scale;     // usually 1/sqrt(head_dim)
+  float scale;  // usually 1/sqrt(head_dim)
 };
 
 // The largest call a Kernels object serves; its scratch is sized for these.
 struct KernelLimits {
-  int max_rows = 1;      // activation rows of a matmul
-  int64_t max_k = 0;     // length of a matmul's input rows
-  int head_dim = 0;      // of attention calls
-  int max_group = 1;     // query heads per KV head of attention calls (at most 64)
+  int max_rows = 1;   // activation rows of a matmul
+  int64_t max_k = 0;  // length of a matmul's input rows
+  int head_dim = 0;   // of attention calls
+  int max_group = 1;  // query heads per KV head of attention calls (at most 64)
 };
 
 class Kernels {

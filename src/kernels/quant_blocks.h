@@ -15,7 +15,7 @@ namespace tandem::quant_detail {
 static_assert(std::endian::native == std::endian::little,
               "the block structs mirror GGML's little-endian layout");
 
-constexpr int kQK = 32;    // elements per block of the legacy types
+constexpr int kQK = 32;     // elements per block of the legacy types
 constexpr int kQK_K = 256;  // elements per super-block of the K-quants
 
 // --- legacy 32-element blocks --------------------------------------------------
@@ -49,12 +49,12 @@ struct BlockQ8_1 {  // x = d * q; s = d * sum(q) (used by dot products, not deco
 
 // --- K-quants: 256-element super-blocks of 16 or 32-element sub-blocks ---------
 
-struct BlockQ2_K {  // x = d * sc[j] * q - dmin * m[j], q in [0, 3], 16 sub-blocks of 16
+struct BlockQ2_K {             // x = d * sc[j] * q - dmin * m[j], q in [0, 3], 16 sub-blocks of 16
   uint8_t scales[kQK_K / 16];  // sc[j] in the low nibble, m[j] in the high nibble
   uint8_t qs[kQK_K / 4];       // element 128n + 32k + l: bits 2k..2k+1 of qs[32n + l]
   uint16_t d, dmin;
 };
-struct BlockQ3_K {  // x = d * (sc[j] - 32) * q, q in [-4, 3], 16 sub-blocks of 16
+struct BlockQ3_K {           // x = d * (sc[j] - 32) * q, q in [-4, 3], 16 sub-blocks of 16
   uint8_t hmask[kQK_K / 8];  // element e: bit e / 32 of hmask[e % 32]; set: q >= 0
   uint8_t qs[kQK_K / 4];     // low 2 bits of q + 4, packed as Q2_K
   uint8_t scales[12];        // 16 6-bit scales: see pack/unpack_q3k_scale
@@ -62,8 +62,8 @@ struct BlockQ3_K {  // x = d * (sc[j] - 32) * q, q in [-4, 3], 16 sub-blocks of 
 };
 struct BlockQ4_K {  // x = d * sc[j] * q - dmin * m[j], q in [0, 15], 8 sub-blocks of 32
   uint16_t d, dmin;
-  uint8_t scales[12];      // 8 6-bit scales and 8 6-bit mins: see unpack_k4_scale_min
-  uint8_t qs[kQK_K / 2];   // element 64c + l: low nibble of qs[32c + l], 64c + 32 + l: high
+  uint8_t scales[12];     // 8 6-bit scales and 8 6-bit mins: see unpack_k4_scale_min
+  uint8_t qs[kQK_K / 2];  // element 64c + l: low nibble of qs[32c + l], 64c + 32 + l: high
 };
 struct BlockQ5_K {  // x = d * sc[j] * q - dmin * m[j], q in [0, 31], 8 sub-blocks of 32
   uint16_t d, dmin;
@@ -71,7 +71,7 @@ struct BlockQ5_K {  // x = d * sc[j] * q - dmin * m[j], q in [0, 31], 8 sub-bloc
   uint8_t qh[kQK_K / 8];  // bit 4 of element 64c + l: bit 2c of qh[l]; of 64c + 32 + l: 2c + 1
   uint8_t qs[kQK_K / 2];  // low 4 bits, as Q4_K
 };
-struct BlockQ6_K {  // x = d * sc[j] * (q - 32), q in [0, 63], 16 sub-blocks of 16
+struct BlockQ6_K {        // x = d * sc[j] * (q - 32), q in [0, 63], 16 sub-blocks of 16
   uint8_t ql[kQK_K / 2];  // element 128n + 32k + l, low 4 bits: ql[64n + 32(k%2) + l],
                           // the low nibble for k < 2, the high nibble for k >= 2
   uint8_t qh[kQK_K / 4];  // its high 2 bits: bits 2k..2k+1 of qh[32n + l]
@@ -79,7 +79,7 @@ struct BlockQ6_K {  // x = d * sc[j] * (q - 32), q in [0, 63], 16 sub-blocks of 
   uint16_t d;
 };
 struct BlockQ8_K {  // x = d * q; bsums[j] = sum of q over elements 16j..16j+15
-  float d;              // a full float, unlike the other types
+  float d;          // a full float, unlike the other types
   int8_t qs[kQK_K];
   int16_t bsums[kQK_K / 16];
 };

@@ -35,8 +35,8 @@ float f16_to_f32(uint16_t h) {
   uint32_t exp = (h >> 10) & 0x1F;
   uint32_t mant = h & 0x3FF;
   if (exp == 0x1F) return bits_float(sign | 0x7F800000 | (mant << 13));  // inf, nan
-  if (exp == 0) {                                                          // zero, subnormal
-    float v = static_cast<float>(mant) * 0x1p-24f;                         // exact
+  if (exp == 0) {                                                        // zero, subnormal
+    float v = static_cast<float>(mant) * 0x1p-24f;                       // exact
     return sign ? -v : v;
   }
   return bits_float(sign | ((exp + 127 - 15) << 23) | (mant << 13));
@@ -127,7 +127,9 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
   if (n == 0) return;
   const auto* s = static_cast<const uint8_t*>(src);
   switch (t) {
-    case DType::F32: std::memcpy(dst, s, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::F32:
+      std::memcpy(dst, s, static_cast<size_t>(n) * sizeof(float));
+      return;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
@@ -142,18 +144,30 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         dst[i] = bf16_to_f32(h);
       }
       return;
-    case DType::Q4_0: return dequantize_q4_0(s, dst, nb);
-    case DType::Q4_1: return dequantize_q4_1(s, dst, nb);
-    case DType::Q5_0: return dequantize_q5_0(s, dst, nb);
-    case DType::Q5_1: return dequantize_q5_1(s, dst, nb);
-    case DType::Q8_0: return dequantize_q8_0(s, dst, nb);
-    case DType::Q8_1: return dequantize_q8_1(s, dst, nb);
-    case DType::Q2_K: return dequantize_q2_k(s, dst, nb);
-    case DType::Q3_K: return dequantize_q3_k(s, dst, nb);
-    case DType::Q4_K: return dequantize_q4_k(s, dst, nb);
-    case DType::Q5_K: return dequantize_q5_k(s, dst, nb);
-    case DType::Q6_K: return dequantize_q6_k(s, dst, nb);
-    case DType::Q8_K: return dequantize_q8_k(s, dst, nb);
+    case DType::Q4_0:
+      return dequantize_q4_0(s, dst, nb);
+    case DType::Q4_1:
+      return dequantize_q4_1(s, dst, nb);
+    case DType::Q5_0:
+      return dequantize_q5_0(s, dst, nb);
+    case DType::Q5_1:
+      return dequantize_q5_1(s, dst, nb);
+    case DType::Q8_0:
+      return dequantize_q8_0(s, dst, nb);
+    case DType::Q8_1:
+      return dequantize_q8_1(s, dst, nb);
+    case DType::Q2_K:
+      return dequantize_q2_k(s, dst, nb);
+    case DType::Q3_K:
+      return dequantize_q3_k(s, dst, nb);
+    case DType::Q4_K:
+      return dequantize_q4_k(s, dst, nb);
+    case DType::Q5_K:
+      return dequantize_q5_k(s, dst, nb);
+    case DType::Q6_K:
+      return dequantize_q6_k(s, dst, nb);
+    case DType::Q8_K:
+      return dequantize_q8_k(s, dst, nb);
   }
   fail("dequantize_row: unsupported tensor type id {}", static_cast<uint32_t>(t));
 }
@@ -165,26 +179,41 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   auto* d = static_cast<uint8_t*>(dst);
   if (dtype_is_quantized(t)) check_finite(t, src, n);
   switch (t) {
-    case DType::F32: std::memcpy(d, src, static_cast<size_t>(n) * sizeof(float)); return;
-    case DType::F16: return kernels::cpu::f32_to_f16_row(src, d, n);  // vectorised, same bits
+    case DType::F32:
+      std::memcpy(d, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16:
+      return kernels::cpu::f32_to_f16_row(src, d, n);  // vectorised, same bits
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h = f32_to_bf16(src[i]);
         std::memcpy(d + 2 * i, &h, 2);
       }
       return;
-    case DType::Q4_0: return quantize_q4_0(src, d, nb);
-    case DType::Q4_1: return quantize_q4_1(src, d, nb);
-    case DType::Q5_0: return quantize_q5_0(src, d, nb);
-    case DType::Q5_1: return quantize_q5_1(src, d, nb);
-    case DType::Q8_0: return quantize_q8_0(src, d, nb);
-    case DType::Q8_1: return quantize_q8_1(src, d, nb);
-    case DType::Q2_K: return quantize_q2_k(src, d, nb);
-    case DType::Q3_K: return quantize_q3_k(src, d, nb);
-    case DType::Q4_K: return quantize_q4_k(src, d, nb);
-    case DType::Q5_K: return quantize_q5_k(src, d, nb);
-    case DType::Q6_K: return quantize_q6_k(src, d, nb);
-    case DType::Q8_K: return quantize_q8_k(src, d, nb);
+    case DType::Q4_0:
+      return quantize_q4_0(src, d, nb);
+    case DType::Q4_1:
+      return quantize_q4_1(src, d, nb);
+    case DType::Q5_0:
+      return quantize_q5_0(src, d, nb);
+    case DType::Q5_1:
+      return quantize_q5_1(src, d, nb);
+    case DType::Q8_0:
+      return quantize_q8_0(src, d, nb);
+    case DType::Q8_1:
+      return quantize_q8_1(src, d, nb);
+    case DType::Q2_K:
+      return quantize_q2_k(src, d, nb);
+    case DType::Q3_K:
+      return quantize_q3_k(src, d, nb);
+    case DType::Q4_K:
+      return quantize_q4_k(src, d, nb);
+    case DType::Q5_K:
+      return quantize_q5_k(src, d, nb);
+    case DType::Q6_K:
+      return quantize_q6_k(src, d, nb);
+    case DType::Q8_K:
+      return quantize_q8_k(src, d, nb);
   }
   fail("quantize_row: unsupported tensor type id {}", static_cast<uint32_t>(t));
 }

@@ -33,8 +33,8 @@ void ModelConfig::validate(const std::string& source) const {
   check(rope_theta > 0 && std::isfinite(rope_theta), "{}: invalid rope theta {}", source,
         rope_theta);
   check(rope_freq_factors.empty() || static_cast<int>(rope_freq_factors.size()) == head_dim / 2,
-        "{}: rope_freqs has {} entries, expected head_dim/2 = {}", source,
-        rope_freq_factors.size(), head_dim / 2);
+        "{}: rope_freqs has {} entries, expected head_dim/2 = {}", source, rope_freq_factors.size(),
+        head_dim / 2);
 }
 
 namespace {
@@ -82,8 +82,10 @@ ModelConfig config_from_gguf(const GGUFFile& f) {
   c.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon"));
   c.rope_theta = static_cast<float>(f.opt_float(a + "rope.freq_base").value_or(10000.0));
   if (auto rd = f.opt_int(a + "rope.dimension_count"))
-    check(*rd == c.head_dim, "{}: rope.dimension_count {} differs from head dimension {} "
-          "(partial rotary embeddings are not supported)", f.path(), *rd, c.head_dim);
+    check(*rd == c.head_dim,
+          "{}: rope.dimension_count {} differs from head dimension {} "
+          "(partial rotary embeddings are not supported)",
+          f.path(), *rd, c.head_dim);
   if (auto v = opt_int_field(f, a + "vocab_size")) {
     c.vocab_size = *v;
   } else if (f.has("tokenizer.ggml.tokens")) {
@@ -103,8 +105,7 @@ ModelConfig config_from_gguf(const GGUFFile& f) {
   if (auto* rf = f.find_tensor("rope_freqs.weight")) {
     check(rf->type == DType::F32, "{}: rope_freqs.weight must be F32, is {}", f.path(),
           dtype_name(rf->type));
-    check(rf->numel() <= 1 << 16, "{}: rope_freqs.weight has {} elements", f.path(),
-          rf->numel());
+    check(rf->numel() <= 1 << 16, "{}: rope_freqs.weight has {} elements", f.path(), rf->numel());
     // memcpy: GGUF's alignment may be as small as 1, too small for a float load.
     c.rope_freq_factors.resize(static_cast<size_t>(rf->numel()));
     std::memcpy(c.rope_freq_factors.data(), rf->data, rf->nbytes);

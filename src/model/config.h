@@ -20,8 +20,8 @@ struct RopeScaling {
   enum class Type { None, Linear, Llama3 };
   Type type = Type::None;
   float factor = 1.0f;
-  float low_freq_factor = 1.0f;   // llama3
-  float high_freq_factor = 4.0f;  // llama3
+  float low_freq_factor = 1.0f;        // llama3
+  float high_freq_factor = 4.0f;       // llama3
   int original_context_length = 8192;  // llama3
 };
 

@@ -42,8 +42,8 @@ struct ForwardState {
   AlignedVector<float> rope_sin;  // (max_tokens, head_dim / 2)
   std::vector<SlotRun> runs;      // (at most max_tokens) the slots' runs of the pass
   std::vector<kernels::AttentionCall> attention_calls;  // (as runs) a layer's attention
-  std::vector<int> remap;         // the runs' remaps, one after another (reserved; grows
-                                  // only for trees with many deep branches in one pass)
+  std::vector<int> remap;  // the runs' remaps, one after another (reserved; grows
+                           // only for trees with many deep branches in one pass)
 };
 
 }  // namespace tandem

@@ -92,9 +92,10 @@ void read_arch(const Fields& f, const std::string& source, ModelConfig& c) {
     } else if (a == "Qwen2ForCausalLM") {
       c.arch_name = "qwen2";
     } else {
-      fail("{}: unsupported architecture '{}' in field 'architectures' (supported: "
-           "LlamaForCausalLM, Qwen2ForCausalLM)",
-           source, a);
+      fail(
+          "{}: unsupported architecture '{}' in field 'architectures' (supported: "
+          "LlamaForCausalLM, Qwen2ForCausalLM)",
+          source, a);
     }
   } else if (auto mt = f.opt_string("model_type")) {
     if (*mt != "llama" && *mt != "qwen2")
@@ -167,8 +168,7 @@ ModelConfig config_from_hf_json(const json& j, const std::string& source) {
   // something else.
   if (auto act = f.opt_string("hidden_act"); act && *act != "silu")
     fail("{}: unsupported hidden_act '{}' (only silu)", source, *act);
-  if (f.opt_bool("mlp_bias").value_or(false))
-    fail("{}: mlp_bias true is not supported", source);
+  if (f.opt_bool("mlp_bias").value_or(false)) fail("{}: mlp_bias true is not supported", source);
   if (f.opt_bool("use_sliding_window").value_or(false))
     fail("{}: use_sliding_window true is not supported", source);
 

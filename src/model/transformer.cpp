@@ -78,14 +78,12 @@ Transformer::Transformer(const Model& model, ThreadPool& pool, int max_tokens)
                        1.0f / std::sqrt(static_cast<float>(c_.head_dim))},
       inv_freq_(rope_inv_freq(c_)) {
   for (const auto& L : model.weights().layers)
-    layer_f32_.push_back({to_f32(L.attn_norm), to_f32(L.ffn_norm), to_f32(L.bq), to_f32(L.bk),
-                          to_f32(L.bv)});
+    layer_f32_.push_back(
+        {to_f32(L.attn_norm), to_f32(L.ffn_norm), to_f32(L.bq), to_f32(L.bk), to_f32(L.bv)});
   output_norm_ = to_f32(model.weights().output_norm);
 }
 
-KVCacheShape Transformer::cache_shape() const {
-  return {c_.n_layers, c_.n_kv_heads, c_.head_dim};
-}
+KVCacheShape Transformer::cache_shape() const { return {c_.n_layers, c_.n_kv_heads, c_.head_dim}; }
 
 void Transformer::validate(const ForwardBatch& b, KVCache& cache) const {
   const int n = b.size();
@@ -107,7 +105,8 @@ void Transformer::validate(const ForwardBatch& b, KVCache& cache) const {
     const int expect = i == run_begin ? chain_end : b.kv_position(i - 1) + 1;
     check(b.kv_position(i) == expect,
           "forward: slot {} token {} has physical position {}, expected {} (positions must "
-          "continue the cache)", b.slots[i], i, b.kv_position(i), expect);
+          "continue the cache)",
+          b.slots[i], i, b.kv_position(i), expect);
     validate_logical(b, i, run_begin, chain_end);
     // The slot's positions [0, chain_end) hold one chain: logical == physical.
     if (b.positions[i] == chain_end && b.kv_position(i) == chain_end) ++chain_end;
@@ -132,8 +131,8 @@ void Transformer::validate_logical(const ForwardBatch& b, int i, int run_begin,
     check(parent == -1, "forward: slot {} token {} has parent {}", b.slots[i], i, parent);
     check(pos >= 0 && pos <= chain_end,
           "forward: slot {} token {} has position {}, but the slot holds a chain only up to "
-          "position {} (the tokens of a tree name their parents)", b.slots[i], i, pos,
-          chain_end);
+          "position {} (the tokens of a tree name their parents)",
+          b.slots[i], i, pos, chain_end);
   }
   check(pos < c_.context_length, "forward: position {} beyond the model's context length {}", pos,
         c_.context_length);
@@ -160,8 +159,8 @@ void Transformer::forward(const ForwardBatch& b, KVCache& cache, float* logits) 
   for (int begin = 0; begin < b.size(); begin += state_.max_tokens) {
     const int n = std::min(state_.max_tokens, b.size() - begin);
     const int* kv_positions = b.kv_positions.empty() ? b.positions.data() : b.kv_positions.data();
-    const PassRows p{&b.tokens[begin], &b.positions[begin], kv_positions + begin,
-                     &b.slots[begin], begin, n};
+    const PassRows p{
+        &b.tokens[begin], &b.positions[begin], kv_positions + begin, &b.slots[begin], begin, n};
     run_pass(b, p, cache, logits);
   }
   advance_cache(b, cache);
@@ -245,8 +244,8 @@ void Transformer::attention_block(int l, const PassRows& p, KVCache& cache) {
       kv.remap = &s.remap[r.remap_begin];
       kv.remap_from = r.remap_from;
     }
-    s.attention_calls.push_back({&s.q[r.begin * q_dim], r.end - r.begin, &p.positions[r.begin],
-                                 kv, &s.attn[r.begin * q_dim]});
+    s.attention_calls.push_back({&s.q[r.begin * q_dim], r.end - r.begin, &p.positions[r.begin], kv,
+                                 &s.attn[r.begin * q_dim]});
   }
   kernels_->attention_batch(s.attention_calls.data(), static_cast<int>(s.attention_calls.size()),
                             attention_shape_);

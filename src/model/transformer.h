@@ -120,11 +120,13 @@ class Transformer {
   kernels::AttentionShape attention_shape_;
   std::vector<float> inv_freq_;
   // Norm weights and biases as F32 (files may store them as F16/BF16).
-  struct LayerF32 { std::vector<float> attn_norm, ffn_norm, bq, bk, bv; };
+  struct LayerF32 {
+    std::vector<float> attn_norm, ffn_norm, bq, bk, bv;
+  };
   std::vector<LayerF32> layer_f32_;
   std::vector<float> output_norm_;
   std::vector<std::pair<int, int>> output_ranges_;  // empty: all of the vocabulary
-  std::vector<TensorView> output_parts_;             // the LM head's rows of each range
+  std::vector<TensorView> output_parts_;            // the LM head's rows of each range
 };
 
 }  // namespace tandem

@@ -28,9 +28,19 @@ TensorView fetch(const TensorSet& ts, const std::string& name, std::vector<int64
     fail("{}: tensor '{}' has type {}, expected a float type", ts.source, name,
          dtype_name(t->type));
   switch (t->type) {
-    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
-    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q2_K: case DType::Q3_K:
-    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
       break;
     default:
       fail("{}: tensor '{}' has unsupported type {}", ts.source, name, dtype_name(t->type));
@@ -42,7 +52,8 @@ TensorView fetch(const TensorSet& ts, const std::string& name, std::vector<int64
 
 ModelWeights bind_weights(const ModelConfig& c, const TensorSet& ts) {
   const int64_t d = c.d_model, ff = c.d_ff, V = c.vocab_size;
-  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim,
+                kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
   ModelWeights w;
   w.tok_embd = fetch(ts, "token_embd.weight", {d, V});
   w.output_norm = fetch(ts, "output_norm.weight", {d}, false, true);

@@ -10,8 +10,8 @@
 namespace tandem {
 
 void SamplingParams::validate() const {
-  check(std::isfinite(temperature) && temperature >= 0.0f,
-        "temperature must be >= 0, got {}", temperature);
+  check(std::isfinite(temperature) && temperature >= 0.0f, "temperature must be >= 0, got {}",
+        temperature);
   check(top_k >= 0, "top_k must be >= 0, got {}", top_k);
   check(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top_p must be in (0, 1], got {}",
         top_p);

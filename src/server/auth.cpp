@@ -103,10 +103,11 @@ bool is_loopback_host(const std::string& host) {
 
 void check_listen_policy(const std::string& host, bool has_api_key, bool insecure) {
   if (has_api_key || insecure || is_loopback_host(host)) return;
-  fail("refusing to listen on {} without an API key: anyone who can reach this machine could "
-       "use the server. Set --api-key KEY (or the TANDEM_API_KEY environment variable), listen "
-       "on 127.0.0.1, or pass --insecure to serve without a key anyway",
-       host);
+  fail(
+      "refusing to listen on {} without an API key: anyone who can reach this machine could "
+      "use the server. Set --api-key KEY (or the TANDEM_API_KEY environment variable), listen "
+      "on 127.0.0.1, or pass --insecure to serve without a key anyway",
+      host);
 }
 
 }  // namespace tandem::server

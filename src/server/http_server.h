@@ -12,9 +12,9 @@
 #include <string>
 
 #include "server/auth.h"
+#include "server/connection_timeouts.h"
 #include "server/prometheus.h"
 #include "server/request_builder.h"
-#include "server/connection_timeouts.h"
 
 namespace tandem {
 class AsyncEngine;

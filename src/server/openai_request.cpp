@@ -261,9 +261,10 @@ void parse_response_format(const Fields& f, ParsedRequest& r) {
                     "invalid_type");
   const json* t = Fields(*rf).get("type");
   if (!t || !t->is_string())
-    invalid_request("response_format",
-                    t ? "'response_format.type' must be a string" : "'response_format.type' is missing",
-                    t ? "invalid_type" : "missing_required_parameter");
+    invalid_request(
+        "response_format",
+        t ? "'response_format.type' must be a string" : "'response_format.type' is missing",
+        t ? "invalid_type" : "missing_required_parameter");
   const std::optional<std::string> type = t->get<std::string>();
   ResponseFormat& out = r.response_format;
   if (*type == "text") return;

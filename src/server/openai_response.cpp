@@ -61,7 +61,8 @@ json logprobs_json(const ResponseMeta& meta, const std::vector<const TokenLogpro
     for (const TokenLogprobs* lp : logprobs) {
       json entry = chat_token_json(meta, lp->chosen);
       entry["top_logprobs"] = json::array();
-      for (const TokenLogprob& t : lp->top) entry["top_logprobs"].push_back(chat_token_json(meta, t));
+      for (const TokenLogprob& t : lp->top)
+        entry["top_logprobs"].push_back(chat_token_json(meta, t));
       content.push_back(std::move(entry));
     }
     return {{"content", std::move(content)}, {"refusal", nullptr}};
@@ -73,8 +74,7 @@ json logprobs_json(const ResponseMeta& meta, const std::vector<const TokenLogpro
     tokens.push_back(text);
     token_logprobs.push_back(lp->chosen.logprob);
     json alternatives = json::object();
-    for (const TokenLogprob& t : lp->top)
-      alternatives[token_text(meta, t.token)] = t.logprob;
+    for (const TokenLogprob& t : lp->top) alternatives[token_text(meta, t.token)] = t.logprob;
     top.push_back(std::move(alternatives));
     offsets.push_back(*text_offset);
     *text_offset += text.size();
@@ -162,10 +162,10 @@ json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news, bool
   }
   j["choices"] = json::array({chunk_choice(meta, std::move(body), nullptr, std::move(logprobs))});
   json tokens = json::array();
-  for (const StreamedToken& t : news.tokens) tokens.push_back({{"text", t.text}, {"draft", t.drafted}});
-  j["tandem"] = {{"tokens", std::move(tokens)},
-                 {"drafted", news.drafted},
-                 {"accepted", news.accepted}};
+  for (const StreamedToken& t : news.tokens)
+    tokens.push_back({{"text", t.text}, {"draft", t.drafted}});
+  j["tandem"] = {
+      {"tokens", std::move(tokens)}, {"drafted", news.drafted}, {"accepted", news.accepted}};
   return j;
 }
 

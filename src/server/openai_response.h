@@ -22,7 +22,7 @@ struct ResponseMeta {
   std::string id;       // "cmpl-..." or "chatcmpl-..."
   int64_t created = 0;  // Unix seconds
   std::string model;
-  bool logprobs = false;                // the request asked for log-probabilities
+  bool logprobs = false;                 // the request asked for log-probabilities
   const Tokenizer* tokenizer = nullptr;  // to spell the tokens they are reported for
 };
 

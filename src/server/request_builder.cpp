@@ -27,8 +27,8 @@ RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits)
     chat_error_ = fmt::format("{}: the model has no tokenizer", model.path());
     return;
   }
-  vocab_ = structured::TokenVocabulary::from_tokenizer(*model.tokenizer(),
-                                                       model.config().vocab_size);
+  vocab_ =
+      structured::TokenVocabulary::from_tokenizer(*model.tokenizer(), model.config().vocab_size);
   try {
     family_ = detect_chat_template(model.chat_template());
   } catch (const Error& e) {

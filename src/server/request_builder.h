@@ -19,8 +19,8 @@ class Model;
 namespace tandem::server {
 
 struct ServingLimits {
-  int n_ctx = 0;             // positions one request may use (prompt + generated)
-  int64_t kv_positions = 0;  // positions of the whole KV cache
+  int n_ctx = 0;              // positions one request may use (prompt + generated)
+  int64_t kv_positions = 0;   // positions of the whole KV cache
   int max_prompt_tokens = 0;  // a prompt of more tokens gets a 400; 0: what fits the context
 };
 

@@ -30,7 +30,7 @@ class RequestChannel {
     std::string text;                   // text since the last wait
     std::vector<StreamedToken> tokens;  // the outputs that made it, in order
     int drafted = 0, accepted = 0;      // the request's counts so far
-    bool finished = false;  // the result is ready (and all text was handed out)
+    bool finished = false;              // the result is ready (and all text was handed out)
   };
   // HTTP thread: waits up to `timeout` for output or the end, and takes it.
   News wait(std::chrono::milliseconds timeout);

@@ -59,8 +59,7 @@ double CostModel::estimate(const std::map<int, RunningCost>& points, int m, doub
   if (hi == points.end()) --hi;
   if (hi == points.begin()) ++hi;
   auto lo = std::prev(hi);
-  const double slope =
-      std::max(0.0, (hi->second.ms() - lo->second.ms()) / (hi->first - lo->first));
+  const double slope = std::max(0.0, (hi->second.ms() - lo->second.ms()) / (hi->first - lo->first));
   if (m > last->first) return last->second.ms() + std::max(slope, min_slope) * (m - last->first);
   return std::max(lo->second.ms() + slope * (m - lo->first), 0.1 * points.begin()->second.ms());
 }

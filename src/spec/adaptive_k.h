@@ -86,8 +86,7 @@ class AcceptanceEstimate {
  public:
   // fade: the weight old evidence keeps per update; the prior counts as
   // prior_accepted acceptances in prior_judged trials.
-  explicit AcceptanceEstimate(double fade = 0.9, double prior_accepted = 2,
-                              double prior_judged = 3)
+  explicit AcceptanceEstimate(double fade = 0.9, double prior_accepted = 2, double prior_judged = 3)
       : fade_(fade), prior_accepted_(prior_accepted), prior_judged_(prior_judged) {}
   void update(int accepted, bool rejected);
   double alpha() const;
@@ -117,9 +116,9 @@ struct DraftCandidate {
 // tokens per millisecond, verify passes read as `reading` says. Returns one
 // length per candidate.
 // A plan that drafts must beat plain decoding by the factor 1 + margin.
-std::vector<int> choose_draft_lengths(
-    const std::vector<DraftCandidate>& batch, const std::vector<int>& k_choices,
-    const CostModel& costs, CostModel::Reading reading = CostModel::Reading::Floored,
-    double margin = 0);
+std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
+                                      const std::vector<int>& k_choices, const CostModel& costs,
+                                      CostModel::Reading reading = CostModel::Reading::Floored,
+                                      double margin = 0);
 
 }  // namespace tandem

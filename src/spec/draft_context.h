@@ -13,7 +13,7 @@ struct DraftContext {
   int id = -1;                  // stable while the request lives: keys per-request state
   std::span<const int> tokens;  // prompt and accepted tokens (the last not yet verified)
   const SamplingParams* sampling = nullptr;  // the request's transforms shape q as they shape p
-  Rng* rng = nullptr;           // the request's own generator (sampled drafts draw from it)
+  Rng* rng = nullptr;  // the request's own generator (sampled drafts draw from it)
   // The request's constraint after `tokens` (null: none): drafts must keep to
   // it (a draft model masks its logits with it, a lookup is cut where it leaves it).
   const TokenConstraint* constraint = nullptr;

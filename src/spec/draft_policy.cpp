@@ -171,7 +171,8 @@ void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& 
     auto keep = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Floored,
                                      margin(round.size()));
     add_probes(round, batch, keep);
-    for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(keep[i], static_cast<int>(drafts[i].tokens.size()));
+    for (size_t i = 0; i < round.size(); ++i)
+      drafts[i].prune(keep[i], static_cast<int>(drafts[i].tokens.size()));
   }
   if (stop) stop->trim(drafts);
   // Drafters propose main chains of at most k[i] tokens.

@@ -94,9 +94,9 @@ struct DraftPolicyTuning {
 
 // What the policy is told of one request in a round.
 struct RoundRequest {
-  DraftContext ctx;  // ctx.id keys the policy's state for the request
-  int pending = 1;   // tokens the verify pass feeds besides drafts (usually 1)
-  int room = 0;      // the most it may draft by its limits (token limit, KV room); 0: none
+  DraftContext ctx;   // ctx.id keys the policy's state for the request
+  int pending = 1;    // tokens the verify pass feeds besides drafts (usually 1)
+  int room = 0;       // the most it may draft by its limits (token limit, KV room); 0: none
   int remaining = 1;  // tokens it may still generate
   // Cache positions it may still write: what bounds a tree's nodes beside its
   // main chain (they emit no more tokens than the chain, so `room` does not).
@@ -105,12 +105,12 @@ struct RoundRequest {
 
 // Measurements of one finished round.
 struct RoundCosts {
-  int positions = 0;       // positions the verify pass fed
-  double verify_ms = 0;    // that pass alone
-  int drafting = 0;        // requests that were to draft
-  double step_ms = -1;     // a steady draft step (negative: none measured)
-  int emitted = 0;         // tokens the round emitted, all requests together
-  double total_ms = 0;     // the whole round
+  int positions = 0;     // positions the verify pass fed
+  double verify_ms = 0;  // that pass alone
+  int drafting = 0;      // requests that were to draft
+  double step_ms = -1;   // a steady draft step (negative: none measured)
+  int emitted = 0;       // tokens the round emitted, all requests together
+  double total_ms = 0;   // the whole round
 };
 
 class DraftPolicy {

@@ -62,8 +62,8 @@ bool CostAwareStop::keep_drafting(size_t i, const Draft& draft) const {
   const size_t s = draft.tokens.size();
   if (draft.confidence.size() < s || i >= next_alpha_.size()) return true;
   // A draft step is shared by the requests drafting in it.
-  const double cost_ms = costs_.draft_step_ms(drafting_) / drafting_ +
-                         extra_position_ms(static_cast<int>(s));
+  const double cost_ms =
+      costs_.draft_step_ms(drafting_) / drafting_ + extra_position_ms(static_cast<int>(s));
   const double gain = reach(draft, s) * next_alpha_[i];
   return gain >= cost_ms * tokens_per_ms_;
 }
@@ -76,8 +76,7 @@ void CostAwareStop::trim(std::vector<Draft>& drafts) const {
     // the next token before it is drawn, which keeps sampling exact.
     if (d.confidence.size() < n || !d.q.empty()) continue;
     // Token n adds one token exactly when the target accepts all n.
-    while (n > 0 && reach(d, n) < extra_position_ms(static_cast<int>(n) - 1) * tokens_per_ms_)
-      --n;
+    while (n > 0 && reach(d, n) < extra_position_ms(static_cast<int>(n) - 1) * tokens_per_ms_) --n;
     d.prune(static_cast<int>(n), static_cast<int>(d.tokens.size()));
   }
 }

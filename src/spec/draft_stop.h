@@ -56,8 +56,7 @@ class CostAwareStop final : public DraftStop {
   // is that, or plain decoding's (a token per request for a pass over
   // `positions`) where higher.
   CostAwareStop(const ConfidenceCalibration& calibration, const CostModel& costs,
-                std::vector<double> next_alpha, int positions, int drafting,
-                double tokens_per_ms);
+                std::vector<double> next_alpha, int positions, int drafting, double tokens_per_ms);
   bool keep_drafting(size_t i, const Draft& draft) const override;
   // Greedy drafts: drop trailing tokens whose verification costs more than they
   // are expected to add (their draft step is spent; one more verified position

@@ -39,9 +39,9 @@ void Draft::prune(int chain, int extra) {
     const int p = parent[j];
     depth[j] = p < 0 ? 1 : depth[p] + 1;
     const bool on_chain = j < main_chain;
-    const bool keep = on_chain ? j < chain
-                               : kept_extra < extra && depth[j] <= chain &&
-                                     (p < 0 || new_index[p] >= 0);
+    const bool keep = on_chain
+                          ? j < chain
+                          : kept_extra < extra && depth[j] <= chain && (p < 0 || new_index[p] >= 0);
     if (!keep) continue;
     if (!on_chain) ++kept_extra;
     new_index[j] = kept++;

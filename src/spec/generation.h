@@ -33,7 +33,7 @@ struct DecodeParams {
 // One token a round hands to its request.
 struct EmittedToken {
   int id = -1;
-  bool drafted = false;  // an accepted draft token (false: the target's own)
+  bool drafted = false;                     // an accepted draft token (false: the target's own)
   const TokenLogprobs* logprobs = nullptr;  // when the request asked for them
 };
 

@@ -45,7 +45,7 @@ class LookupFirstDrafter final : public Drafter {
   // rejections put them below it.
   NgramDrafter lookup_;
   std::unordered_map<int, AcceptanceEstimate> model_evidence_;  // by request id
-  std::vector<Draft> lookups_;  // this round's, reused
+  std::vector<Draft> lookups_;                                  // this round's, reused
   std::vector<int> model_k_;
 };
 

@@ -13,8 +13,10 @@ namespace tandem {
 
 void check_draft_compatible(const Model& draft, const Model& target) {
   const int dv = draft.config().vocab_size, tv = target.config().vocab_size;
-  check(dv == tv, "draft model {} has a vocabulary of {} tokens, the target {} has {}: they must "
-        "share one tokenizer", draft.path(), dv, target.path(), tv);
+  check(dv == tv,
+        "draft model {} has a vocabulary of {} tokens, the target {} has {}: they must "
+        "share one tokenizer",
+        draft.path(), dv, target.path(), tv);
   const Tokenizer* dt = draft.tokenizer();
   const Tokenizer* tt = target.tokenizer();
   if (!dt || !tt) return;
@@ -147,8 +149,8 @@ int ModelDrafter::sibling(const DraftContext& req, const float* logits, const Dr
   const int V = tf_.vocab_size(), chosen = d.tokens.back();
   if (req.sampling->greedy()) {
     // The chain token's probability, if choose() already computed it.
-    const float top = d.confidence.size() == d.tokens.size() ? d.confidence.back()
-                                                             : softmax_prob(logits, chosen);
+    const float top =
+        d.confidence.size() == d.tokens.size() ? d.confidence.back() : softmax_prob(logits, chosen);
     if (top >= kSiblingBelow) return -1;
     int best = -1;
     for (int i = 0; i < V; ++i)
@@ -172,9 +174,9 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     size_t i;
     SeqState* st;
     int k;
-    std::vector<int> context;  // tokens + drafts so far (the penalty's context)
+    std::vector<int> context;                     // tokens + drafts so far (the penalty's context)
     std::unique_ptr<TokenConstraint> constraint;  // the request's, advanced through the drafts
-    std::vector<std::pair<int, int>> siblings;  // (depth - 1, token): after the chain
+    std::vector<std::pair<int, int>> siblings;    // (depth - 1, token): after the chain
   };
   std::vector<Job> jobs;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -186,8 +188,12 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     // Drafting k tokens writes positions up to len + k - 2.
     const int room = std::min(k[i], n_ctx_ - len + 1);
     if (room <= 0) continue;
-    jobs.push_back({i, st, room, {reqs[i].tokens.begin(), reqs[i].tokens.end()},
-                    reqs[i].constraint ? reqs[i].constraint->fork() : nullptr, {}});
+    jobs.push_back({i,
+                    st,
+                    room,
+                    {reqs[i].tokens.begin(), reqs[i].tokens.end()},
+                    reqs[i].constraint ? reqs[i].constraint->fork() : nullptr,
+                    {}});
   }
   if (jobs.empty()) return -1;
 
@@ -224,7 +230,8 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
       if (batch.size() == 0) break;  // every request stopped early
     }
     resize_scratch(logits_, static_cast<size_t>(batch.logit_rows.size()) * V);
-    const auto t0 = std::chrono::steady_clock::now();  // the forward and the choices, not the buffer
+    const auto t0 =
+        std::chrono::steady_clock::now();  // the forward and the choices, not the buffer
     tf_.forward(batch, *cache_, logits_.data());
     const bool steady = batch.size() <= 2 * static_cast<int>(batch.logit_rows.size());
     // A step 0 that caught up on many tokens measures the catch-up rate (a
@@ -232,8 +239,7 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     constexpr int kCatchUpSample = 16;
     if (step == 0 && batch.size() >= static_cast<int>(jobs.size()) + kCatchUpSample) {
       catch_up_per_token_.add(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-              .count() /
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
           batch.size());
     }
     int row = 0;
@@ -257,8 +263,8 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
       if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, out[j.i])) j.k = step + 1;
     }
     if (steady) {
-      steady_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                       .count();
+      steady_ms +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       ++steady_steps;
     }
   }

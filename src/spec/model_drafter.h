@@ -86,7 +86,7 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   int n_ctx_;
   int siblings_;
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
-  std::map<int, SeqState> states_;  // by request id
+  std::map<int, SeqState> states_;                  // by request id
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   // Milliseconds per token fed by step 0s that caught up on many tokens.
   RunningCost catch_up_per_token_;

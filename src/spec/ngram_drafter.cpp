@@ -39,8 +39,7 @@ std::vector<std::vector<int>> NgramDrafter::continuations(std::span<const int> t
     for (int start = len - n - 1; start >= 0; --start) {
       if (!std::equal(tail, tail + n, tokens.data() + start)) continue;
       const int from = start + n;
-      std::vector<int> cont(tokens.begin() + from,
-                            tokens.begin() + from + std::min(k, len - from));
+      std::vector<int> cont(tokens.begin() + from, tokens.begin() + from + std::min(k, len - from));
       if (std::find(out.begin(), out.end(), cont) != out.end()) continue;
       if (out.empty() && n_out) *n_out = n;
       out.push_back(std::move(cont));
@@ -72,16 +71,18 @@ void NgramDrafter::merge_into(const std::vector<std::vector<int>>& conts, Draft&
     }
   }
   // One path: a chain.
-  const bool chain = std::all_of(parent.begin(), parent.end(),
-                                 [&, j = 0](int p) mutable { return p == j++ - 1; });
+  const bool chain =
+      std::all_of(parent.begin(), parent.end(), [&, j = 0](int p) mutable { return p == j++ - 1; });
   if (!chain) d.parent = std::move(parent);
 }
 
 NgramDrafter::NgramDrafter(int max_n, int min_n, double prior, int branches)
-    : max_n_(max_n), min_n_(min_n), prior_(prior), branches_(branches),
+    : max_n_(max_n),
+      min_n_(min_n),
+      prior_(prior),
+      branches_(branches),
       overall_(max_n + 1, AcceptanceEstimate(0.995, 1, 2)) {
-  check(min_n >= 1 && max_n >= min_n, "n-gram match lengths {}..{} are not a range", min_n,
-        max_n);
+  check(min_n >= 1 && max_n >= min_n, "n-gram match lengths {}..{} are not a range", min_n, max_n);
   check(branches >= 1, "n-gram branches must be >= 1, got {}", branches);
 }
 

@@ -32,9 +32,8 @@ class NgramDrafter final : public Drafter {
                                  int* n_out = nullptr);
   // Up to `count` distinct continuations (each up to k tokens), most trusted
   // first; the first is lookup()'s. *n_out as for lookup().
-  static std::vector<std::vector<int>> continuations(std::span<const int> tokens, int k,
-                                                     int max_n, int min_n, int count,
-                                                     int* n_out = nullptr);
+  static std::vector<std::vector<int>> continuations(std::span<const int> tokens, int k, int max_n,
+                                                     int min_n, int count, int* n_out = nullptr);
   // Merge continuations into a draft tree (a chain when they share one path):
   // the first is the main chain; each other adds the nodes where it departs.
   static void merge_into(const std::vector<std::vector<int>>& conts, Draft& d);
@@ -50,7 +49,7 @@ class NgramDrafter final : public Drafter {
   // a 4-token match in copied text is far more reliable than a 1-token one.
   // Kept per request: how predictable text is depends on the request (a copy
   // task against free prose), so one request's misses must not silence another.
-  std::vector<AcceptanceEstimate>& evidence(int request_id);  // index: match length
+  std::vector<AcceptanceEstimate>& evidence(int request_id);           // index: match length
   std::unordered_map<int, std::vector<AcceptanceEstimate>> evidence_;  // by request id
   // The same over every request so far. A new request starts from it where it
   // is above the prior (copy-heavy traffic: long matches are trusted from the

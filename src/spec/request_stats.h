@@ -8,13 +8,13 @@ namespace tandem {
 struct RequestStats {
   int n_prompt = 0;
   int n_generated = 0;
-  int rounds = 0;          // target forward passes after the prefill (decode steps or verifies)
-  int spec_rounds = 0;     // rounds that verified at least one drafted token
-  int drafted = 0;         // drafted tokens proposed to the target
+  int rounds = 0;       // target forward passes after the prefill (decode steps or verifies)
+  int spec_rounds = 0;  // rounds that verified at least one drafted token
+  int drafted = 0;      // drafted tokens proposed to the target
   // Drafted tokens the target accepted that are part of the output (a request
   // that ends inside a round leaves the rest of an accepted draft unused).
   int accepted = 0;
-  int rejections = 0;      // rounds that ended by rejecting a draft
+  int rejections = 0;  // rounds that ended by rejecting a draft
   // Draft trees: positions verified beside the main chains, and rounds whose
   // accepted path left the main chain (a sibling or another lookup won).
   int tree_nodes = 0;

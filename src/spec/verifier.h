@@ -36,8 +36,8 @@
 namespace tandem {
 
 struct Verdict {
-  int n_accepted = 0;  // leading drafted tokens kept (of a tree: the accepted path's length)
-  int token = -1;      // the target's own token after them (correction or bonus)
+  int n_accepted = 0;     // leading drafted tokens kept (of a tree: the accepted path's length)
+  int token = -1;         // the target's own token after them (correction or bonus)
   std::vector<int> path;  // a tree's accepted nodes, root first (empty for a chain)
 };
 

@@ -24,9 +24,9 @@ struct ByteClasses {
 };
 
 struct RuleDfa {
-  int n_states = 0;                     // state 0 is the start
-  std::vector<int32_t> next;            // (state, class) -> state, -1 when dead
-  std::vector<uint8_t> accepting;       // (state)
+  int n_states = 0;                                     // state 0 is the start
+  std::vector<int32_t> next;                            // (state, class) -> state, -1 when dead
+  std::vector<uint8_t> accepting;                       // (state)
   std::vector<std::vector<std::pair<int, int>>> calls;  // (state) -> (callee rule, state after it)
 };
 

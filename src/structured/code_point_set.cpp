@@ -34,8 +34,8 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<Pattern>& out) {
   }
   std::vector<Pattern> seq;
   for (int k = 0; k < n; ++k)
-    seq.push_back(Pattern::bytes(
-        ByteSet::range(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]))));
+    seq.push_back(
+        Pattern::bytes(ByteSet::range(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]))));
   out.push_back(Pattern::seq(std::move(seq)));
 }
 
@@ -55,14 +55,22 @@ char hex_digit(int v) { return "0123456789abcdef"[v]; }
 // The escape a JSON serializer writes for a character that must be escaped.
 std::string json_escape(uint32_t cp) {
   switch (cp) {
-    case '"': return "\\\"";
-    case '\\': return "\\\\";
-    case '\b': return "\\b";
-    case '\f': return "\\f";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    default: break;
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\b':
+      return "\\b";
+    case '\f':
+      return "\\f";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      break;
   }
   return std::string("\\u00") + hex_digit(static_cast<int>(cp >> 4)) +
          hex_digit(static_cast<int>(cp & 15));
@@ -182,13 +190,13 @@ Pattern json_any_string_char() {
   // \uXXXX that is not a surrogate: first digit not d, or d followed by 0-7.
   const Pattern non_surrogate = Pattern::alt({
       Pattern::seq({Pattern::bytes(hex_set("09acef")), hex, hex, hex}),
-      Pattern::seq({Pattern::bytes(hex_set("dd")), Pattern::bytes(ByteSet::range('0', '7')), hex,
-                    hex}),
+      Pattern::seq(
+          {Pattern::bytes(hex_set("dd")), Pattern::bytes(ByteSet::range('0', '7')), hex, hex}),
   });
   const Pattern pair = Pattern::seq({
       Pattern::bytes(hex_set("dd")), Pattern::bytes(hex_set("89ab")), hex, hex,  // high surrogate
-      Pattern::literal("\\u"),
-      Pattern::bytes(hex_set("dd")), Pattern::bytes(hex_set("cf")), hex, hex,  // low surrogate
+      Pattern::literal("\\u"), Pattern::bytes(hex_set("dd")), Pattern::bytes(hex_set("cf")), hex,
+      hex,  // low surrogate
   });
   ByteSet simple_escapes;
   for (char c : std::string_view("\"\\/bfnrt")) simple_escapes.add(static_cast<uint8_t>(c));

@@ -28,10 +28,9 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int root_rule) const {
   std::vector<ByteSet> sets;
   for (const auto& p : patterns_) p.collect_byte_sets(sets);
   std::sort(sets.begin(), sets.end(), [](const ByteSet& a, const ByteSet& b) {
-    return std::lexicographical_compare(reinterpret_cast<const uint8_t*>(&a),
-                                        reinterpret_cast<const uint8_t*>(&a) + sizeof a,
-                                        reinterpret_cast<const uint8_t*>(&b),
-                                        reinterpret_cast<const uint8_t*>(&b) + sizeof b);
+    return std::lexicographical_compare(
+        reinterpret_cast<const uint8_t*>(&a), reinterpret_cast<const uint8_t*>(&a) + sizeof a,
+        reinterpret_cast<const uint8_t*>(&b), reinterpret_cast<const uint8_t*>(&b) + sizeof b);
   });
   sets.erase(std::unique(sets.begin(), sets.end()), sets.end());
   const ByteClasses classes = ByteClasses::partition(sets);

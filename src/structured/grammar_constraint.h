@@ -17,8 +17,8 @@ class GrammarConstraint final : public TokenConstraint {
  public:
   explicit GrammarConstraint(GrammarMatcher matcher);
   // A constraint in the grammar's start state.
-  static std::shared_ptr<const GrammarConstraint> start(std::shared_ptr<const Grammar> grammar,
-                                                        std::shared_ptr<const TokenVocabulary> vocab);
+  static std::shared_ptr<const GrammarConstraint> start(
+      std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocabulary> vocab);
 
   std::unique_ptr<TokenConstraint> fork() const override;
   bool mask(float* logits, int n_vocab) const override;

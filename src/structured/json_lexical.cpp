@@ -19,7 +19,8 @@ Pattern same_length(const std::string& a, const std::string& b) {
   if (a.empty()) return Pattern();
   if (a == b) return Pattern::literal(a);
   const std::string ra = a.substr(1), rb = b.substr(1);
-  if (a[0] == b[0]) return Pattern::seq({Pattern::byte(static_cast<uint8_t>(a[0])), same_length(ra, rb)});
+  if (a[0] == b[0])
+    return Pattern::seq({Pattern::byte(static_cast<uint8_t>(a[0])), same_length(ra, rb)});
   const size_t rest = ra.size();
   // Where the rest of a is all zeros (of b all nines) its first digit joins the
   // middle range: that keeps the pattern linear in the number of digits.
@@ -32,8 +33,9 @@ Pattern same_length(const std::string& a, const std::string& b) {
     alts.push_back(Pattern::seq(
         {Pattern::byte(static_cast<uint8_t>(a[0])), same_length(ra, std::string(rest, '9'))}));
   if (first <= last)
-    alts.push_back(Pattern::seq({digit_range(first, last),
-                                 Pattern::repeat(digit(), static_cast<int>(rest), static_cast<int>(rest))}));
+    alts.push_back(
+        Pattern::seq({digit_range(first, last),
+                      Pattern::repeat(digit(), static_cast<int>(rest), static_cast<int>(rest))}));
   if (!high_full)
     alts.push_back(Pattern::seq(
         {Pattern::byte(static_cast<uint8_t>(b[0])), same_length(std::string(rest, '0'), rb)}));
@@ -100,8 +102,8 @@ Pattern json_integer(std::optional<int64_t> lo_opt, std::optional<int64_t> hi_op
   check(lo <= hi, "no integer lies in [{}, {}]", lo, hi);
   std::vector<Pattern> alts;
   if (lo < 0)  // negative values: '-' and a magnitude in [max(1, -hi), -lo]
-    alts.push_back(Pattern::seq(
-        {Pattern::byte('-'), non_negative_range(std::max<int64_t>(1, -hi), -lo)}));
+    alts.push_back(
+        Pattern::seq({Pattern::byte('-'), non_negative_range(std::max<int64_t>(1, -hi), -lo)}));
   if (hi >= 0) alts.push_back(non_negative_range(std::max<int64_t>(0, lo), hi));
   return Pattern::alt(std::move(alts));
 }

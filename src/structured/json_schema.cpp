@@ -14,10 +14,28 @@ using json = nlohmann::ordered_json;
 
 // Keywords whose constraints the grammar cannot express.
 const std::set<std::string, std::less<>> kRefusedKeywords = {
-    "not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies",
-    "patternProperties", "propertyNames", "minProperties", "maxProperties", "uniqueItems",
-    "contains", "minContains", "maxContains", "prefixItems", "additionalItems",
-    "unevaluatedProperties", "unevaluatedItems", "multipleOf", "$dynamicRef", "$recursiveRef",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "patternProperties",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "uniqueItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "multipleOf",
+    "$dynamicRef",
+    "$recursiveRef",
 };
 
 const std::map<std::string, std::string, std::less<>> kFormats = {
@@ -69,7 +87,9 @@ class SchemaCompiler {
     return build(p);
   }
 
-  std::shared_ptr<const Grammar> compile_any_object() { return build(Pattern::call(any_object_rule())); }
+  std::shared_ptr<const Grammar> compile_any_object() {
+    return build(Pattern::call(any_object_rule()));
+  }
 
  private:
   std::shared_ptr<const Grammar> build(const Pattern& p) {
@@ -95,8 +115,9 @@ class SchemaCompiler {
     InlineGuard(std::vector<std::string>& stack, const std::string& path) : stack_(stack) {
       for (const auto& p : stack)
         if (p == path)
-          schema_error(path, "a $ref cycle that does not pass through an object or array "
-                             "is not supported");
+          schema_error(path,
+                       "a $ref cycle that does not pass through an object or array "
+                       "is not supported");
       stack.push_back(path);
     }
     ~InlineGuard() { stack_.pop_back(); }
@@ -105,7 +126,9 @@ class SchemaCompiler {
   // A call is a fresh start for cycle detection: the rule's body sees an empty
   // stack, and the caller's comes back afterwards (also when an error unwinds).
   struct FreshInlineStack {
-    explicit FreshInlineStack(std::vector<std::string>& stack) : stack_(stack) { saved_.swap(stack_); }
+    explicit FreshInlineStack(std::vector<std::string>& stack) : stack_(stack) {
+      saved_.swap(stack_);
+    }
     ~FreshInlineStack() { saved_.swap(stack_); }
     std::vector<std::string>& stack_;
     std::vector<std::string> saved_;
@@ -118,12 +141,30 @@ class SchemaCompiler {
   }
 
   // The validation keywords of s beside `except` (annotations and unknown keywords aside).
-  std::vector<std::string> other_keywords(const json& s, std::initializer_list<const char*> except) {
-    static const std::set<std::string, std::less<>> kValidation = {
-        "type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "properties", "required",
-        "additionalProperties", "items", "minItems", "maxItems", "minLength", "maxLength",
-        "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-        "nullable"};
+  std::vector<std::string> other_keywords(const json& s,
+                                          std::initializer_list<const char*> except) {
+    static const std::set<std::string, std::less<>> kValidation = {"type",
+                                                                   "enum",
+                                                                   "const",
+                                                                   "anyOf",
+                                                                   "oneOf",
+                                                                   "allOf",
+                                                                   "$ref",
+                                                                   "properties",
+                                                                   "required",
+                                                                   "additionalProperties",
+                                                                   "items",
+                                                                   "minItems",
+                                                                   "maxItems",
+                                                                   "minLength",
+                                                                   "maxLength",
+                                                                   "pattern",
+                                                                   "format",
+                                                                   "minimum",
+                                                                   "maximum",
+                                                                   "exclusiveMinimum",
+                                                                   "exclusiveMaximum",
+                                                                   "nullable"};
     std::vector<std::string> out;
     for (const auto& [key, v] : s.items()) {
       if (!kValidation.count(key)) continue;
@@ -242,8 +283,8 @@ class SchemaCompiler {
 
   // The JSON types ("number" including integers) the values of a schema may have.
   std::set<std::string> value_types(const json& schema, int depth = 0) {
-    static const std::set<std::string> kAll = {"null", "boolean", "object", "array", "number",
-                                               "string"};
+    static const std::set<std::string> kAll = {"null",  "boolean", "object",
+                                               "array", "number",  "string"};
     const json& s = resolved(schema);
     if (depth > kMaxSchemaDepth) return kAll;
     if (s.is_boolean()) return s.get<bool>() ? kAll : std::set<std::string>{};
@@ -379,7 +420,8 @@ class SchemaCompiler {
     if (t == "array") return v.is_array();
     if (t == "string") return v.is_string();
     if (t == "integer")
-      return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+      return v.is_number_integer() ||
+             (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
     return v.is_number();  // number
   }
 
@@ -413,9 +455,8 @@ class SchemaCompiler {
     if (!v.is_number_integer() || v.get<int64_t>() < 0)
       schema_error(path + "/" + key, fmt::format("'{}' must be a non-negative integer", key));
     if (v.get<int64_t>() > kMaxCount)
-      schema_error(path + "/" + key,
-                   fmt::format("'{}' = {} is not supported (at most {})", key, v.get<int64_t>(),
-                               kMaxCount));
+      schema_error(path + "/" + key, fmt::format("'{}' = {} is not supported (at most {})", key,
+                                                 v.get<int64_t>(), kMaxCount));
     return static_cast<int>(v.get<int64_t>());
   }
 
@@ -458,7 +499,8 @@ class SchemaCompiler {
     }
     const int lo = min_len.value_or(0), hi = max_len.value_or(-1);
     if (hi >= 0 && hi < lo)
-      schema_error(path + "/maxLength", fmt::format("'maxLength' = {} is below 'minLength' = {}", hi, lo));
+      schema_error(path + "/maxLength",
+                   fmt::format("'maxLength' = {} is below 'minLength' = {}", hi, lo));
     return json_string(lo, hi);
   }
 
@@ -473,9 +515,8 @@ class SchemaCompiler {
   Pattern integer(const json& s, const std::string& path) {
     std::optional<double> lo = bound(s, "minimum", path), hi = bound(s, "maximum", path);
     bool lo_exclusive = false, hi_exclusive = false;
-    for (auto [key, target, excl] :
-         {std::tuple{"exclusiveMinimum", &lo, &lo_exclusive},
-          std::tuple{"exclusiveMaximum", &hi, &hi_exclusive}}) {
+    for (auto [key, target, excl] : {std::tuple{"exclusiveMinimum", &lo, &lo_exclusive},
+                                     std::tuple{"exclusiveMaximum", &hi, &hi_exclusive}}) {
       if (!s.contains(key)) continue;
       if (s[key].is_boolean()) {
         *excl = s[key].get<bool>();
@@ -489,9 +530,7 @@ class SchemaCompiler {
         }
       }
     }
-    auto clamp = [](double v) {
-      return static_cast<int64_t>(std::clamp(v, -1e17, 1e17));
-    };
+    auto clamp = [](double v) { return static_cast<int64_t>(std::clamp(v, -1e17, 1e17)); };
     std::optional<int64_t> ilo, ihi;
     if (lo) ilo = clamp(lo_exclusive ? std::floor(*lo) + 1 : std::ceil(*lo));
     if (hi) ihi = clamp(hi_exclusive ? std::ceil(*hi) - 1 : std::floor(*hi));
@@ -538,7 +577,8 @@ class SchemaCompiler {
         required.push_back(v.get<std::string>());
       }
     }
-    const json* additional = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
+    const json* additional =
+        s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
     if (additional && !additional->is_boolean() && !additional->is_object())
       schema_error(path + "/additionalProperties",
                    "'additionalProperties' must be a boolean or a schema");
@@ -616,7 +656,8 @@ class SchemaCompiler {
   Pattern item_call(const json& s, const std::string& path) {
     Pattern p = path.empty() ? any_value() : value(s, path);
     if (p.kind() == Pattern::Kind::Call) return p;
-    const auto [rule, fresh_rule] = rule_for(path + "#item", path.empty() ? "any value" : show(path));
+    const auto [rule, fresh_rule] =
+        rule_for(path + "#item", path.empty() ? "any value" : show(path));
     if (fresh_rule) b_.define_rule(rule, p);
     return Pattern::call(rule);
   }
@@ -652,8 +693,8 @@ class SchemaCompiler {
     any_array_[depth] = b_.declare_rule("any array");
     const Pattern ws = json_whitespace();
     const Pattern v = any_value(depth + 1);
-    const Pattern body = Pattern::optional(Pattern::seq(
-        {v, ws, Pattern::star(Pattern::seq({Pattern::byte(','), ws, v, ws}))}));
+    const Pattern body = Pattern::optional(
+        Pattern::seq({v, ws, Pattern::star(Pattern::seq({Pattern::byte(','), ws, v, ws}))}));
     b_.define_rule(any_array_[depth],
                    Pattern::seq({Pattern::byte('['), ws, body, Pattern::byte(']')}));
     return any_array_[depth];

@@ -37,7 +37,7 @@
 
 namespace tandem::structured {
 
-inline constexpr int kMaxCount = 256;  // the largest minItems/maxItems/minLength/maxLength
+inline constexpr int kMaxCount = 256;    // the largest minItems/maxItems/minLength/maxLength
 inline constexpr int kMaxFreeDepth = 6;  // nesting within a free-form value
 
 struct SchemaError : Error {

@@ -37,8 +37,7 @@ class Pattern {
   static Pattern repeat(Pattern p, int min, int max);
   static Pattern optional(Pattern p) { return repeat(std::move(p), 0, 1); }
   static Pattern star(Pattern p) { return repeat(std::move(p), 0, -1); }
-  static Pattern members(std::vector<Pattern> items, std::vector<bool> required,
-                         Pattern separator);
+  static Pattern members(std::vector<Pattern> items, std::vector<bool> required, Pattern separator);
 
   Kind kind() const;
   const ByteSet& byte_set() const;  // Bytes

@@ -155,7 +155,8 @@ class RegexParser {
           error("lookaround or a group flag");
         }
       }
-      if (++depth_ > kMaxGroupDepth) error(fmt::format("groups nested deeper than {}", kMaxGroupDepth));
+      if (++depth_ > kMaxGroupDepth)
+        error(fmt::format("groups nested deeper than {}", kMaxGroupDepth));
       Pattern inner = alternation();
       --depth_;
       if (!eat(')')) error("an unterminated group");
@@ -205,19 +206,45 @@ class RegexParser {
     if (at_end()) error("a trailing backslash");
     const char c = re_[pos_++];
     switch (c) {
-      case 'd': set = digit_set(); return true;
-      case 'D': set = digit_set().complement(); return true;
-      case 'w': set = word_set(); return true;
-      case 'W': set = word_set().complement(); return true;
-      case 's': set = space_set(); return true;
-      case 'S': set = space_set().complement(); return true;
-      case 't': set = CodePointSet::of('\t'); return true;
-      case 'n': set = CodePointSet::of('\n'); return true;
-      case 'r': set = CodePointSet::of('\r'); return true;
-      case 'f': set = CodePointSet::of('\f'); return true;
-      case 'v': set = CodePointSet::of('\v'); return true;
-      case '0': set = CodePointSet::of(0); return true;
-      case 'x': set = CodePointSet::of(hex(2)); return true;
+      case 'd':
+        set = digit_set();
+        return true;
+      case 'D':
+        set = digit_set().complement();
+        return true;
+      case 'w':
+        set = word_set();
+        return true;
+      case 'W':
+        set = word_set().complement();
+        return true;
+      case 's':
+        set = space_set();
+        return true;
+      case 'S':
+        set = space_set().complement();
+        return true;
+      case 't':
+        set = CodePointSet::of('\t');
+        return true;
+      case 'n':
+        set = CodePointSet::of('\n');
+        return true;
+      case 'r':
+        set = CodePointSet::of('\r');
+        return true;
+      case 'f':
+        set = CodePointSet::of('\f');
+        return true;
+      case 'v':
+        set = CodePointSet::of('\v');
+        return true;
+      case '0':
+        set = CodePointSet::of(0);
+        return true;
+      case 'x':
+        set = CodePointSet::of(hex(2));
+        return true;
       case 'u': {
         uint32_t cp;
         if (eat('{')) {
@@ -239,12 +266,21 @@ class RegexParser {
         }
         --pos_;
         error("a word boundary \\b");
-      case 'B': --pos_; error("a word boundary \\B");
+      case 'B':
+        --pos_;
+        error("a word boundary \\B");
       case 'p':
-      case 'P': --pos_; error("a Unicode property escape");
-      case 'c': --pos_; error("a control escape \\c");
-      case 'k': --pos_; error("a named back-reference");
-      default: break;
+      case 'P':
+        --pos_;
+        error("a Unicode property escape");
+      case 'c':
+        --pos_;
+        error("a control escape \\c");
+      case 'k':
+        --pos_;
+        error("a named back-reference");
+      default:
+        break;
     }
     if (c >= '1' && c <= '9') {
       pos_ -= 1;

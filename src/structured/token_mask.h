@@ -15,9 +15,7 @@ class TokenMask {
   int size() const { return n_; }
   void clear_all() { std::fill(words_.begin(), words_.end(), 0); }
   void set(int id) { words_[id >> 6] |= uint64_t{1} << (id & 63); }
-  bool test(int id) const {
-    return id >= 0 && id < n_ && ((words_[id >> 6] >> (id & 63)) & 1);
-  }
+  bool test(int id) const { return id >= 0 && id < n_ && ((words_[id >> 6] >> (id & 63)) & 1); }
   int count() const;
   std::vector<int> allowed_ids() const;
   bool operator==(const TokenMask& o) const = default;

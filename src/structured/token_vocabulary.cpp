@@ -37,9 +37,8 @@ TokenVocabulary::TokenVocabulary(const std::vector<std::optional<std::string>>& 
       bytes_[id] = *token_bytes[id];
       order.push_back(id);
     }
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return bytes_[a] != bytes_[b] ? bytes_[a] < bytes_[b] : a < b;
-  });
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return bytes_[a] != bytes_[b] ? bytes_[a] < bytes_[b] : a < b; });
 
   // Insert in sorted order: each string shares its longest common prefix with
   // the previous one, so only the rest needs new nodes, appended in preorder.

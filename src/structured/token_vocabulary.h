@@ -39,7 +39,7 @@ class TokenVocabulary {
   // subtree ends where skip(i) starts. Depth 0 nodes hang from the (implicit)
   // root; node i stands for the bytes on the path to it, its last byte byte(i).
   struct Node {
-    int32_t skip;      // the first node after this one's subtree
+    int32_t skip;  // the first node after this one's subtree
     uint16_t depth;
     uint8_t byte;
     uint8_t has_tokens;  // some token's bytes end here

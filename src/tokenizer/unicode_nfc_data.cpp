@@ -9,6 +9,9 @@
 //     code points that NFC leaves as they are -> compositions (sorted by pair).
 #include "tokenizer/unicode_nfc_data.h"
 
+// A generated table: its layout is the generator's, not clang-format's.
+// clang-format off
+
 namespace tandem::nfc_data {
 
 const CombiningClassRange kCombiningClasses[] = {

@@ -41,5 +41,4 @@ std::vector<std::string_view> split(std::string_view input, char sep, size_t max
 
 }  // namespace tandem::fuzz
 
-#define FUZZ_CHECK(cond) \
-  ((cond) ? (void)0 : ::tandem::fuzz::violated(#cond, __FILE__, __LINE__))
+#define FUZZ_CHECK(cond) ((cond) ? (void)0 : ::tandem::fuzz::violated(#cond, __FILE__, __LINE__))

@@ -14,9 +14,9 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "hf_fixture.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
-#include "hf_fixture.h"
 #include "support/synthetic_model.h"
 
 namespace fs = std::filesystem;

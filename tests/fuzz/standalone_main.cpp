@@ -71,17 +71,71 @@ struct SplitMix64 {
   size_t below(size_t n) { return n == 0 ? 0 : static_cast<size_t>(next() % n); }
 };
 
-constexpr uint64_t kInterestingInts[] = {
-    0, 1, 2, 3, 4, 7, 8, 16, 31, 32, 64, 127, 128, 255, 256, 1023, 1024, 4096, 32767, 32768,
-    65535, 65536, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0x100000000ull, uint64_t{1} << 40,
-    uint64_t{1} << 48, uint64_t{1} << 62, uint64_t{1} << 63, 0x7FFFFFFFFFFFFFFFull,
-    0xFFFFFFFFFFFFFFFFull, 0xFFFFFFFFFFFFFFFEull};
+constexpr uint64_t kInterestingInts[] = {0,
+                                         1,
+                                         2,
+                                         3,
+                                         4,
+                                         7,
+                                         8,
+                                         16,
+                                         31,
+                                         32,
+                                         64,
+                                         127,
+                                         128,
+                                         255,
+                                         256,
+                                         1023,
+                                         1024,
+                                         4096,
+                                         32767,
+                                         32768,
+                                         65535,
+                                         65536,
+                                         0x7FFFFFFF,
+                                         0x80000000,
+                                         0xFFFFFFFF,
+                                         0x100000000ull,
+                                         uint64_t{1} << 40,
+                                         uint64_t{1} << 48,
+                                         uint64_t{1} << 62,
+                                         uint64_t{1} << 63,
+                                         0x7FFFFFFFFFFFFFFFull,
+                                         0xFFFFFFFFFFFFFFFFull,
+                                         0xFFFFFFFFFFFFFFFEull};
 
-constexpr std::string_view kTokens[] = {
-    "\"", "[", "]", "{", "}", ":", ",", "null", "true", "false", "-1", "0", "1e999", "-0.0",
-    "18446744073709551616", "9223372036854775807", "2147483648", "\\u0000", "\\ud800", "\"\"",
-    "[[[[[[[[[[[[[[[[", "{\"a\":", "<|im_start|>", "<|im_end|>", "<|start_header_id|>",
-    "<|end_header_id|>", "<|eot_id|>", "\xff", "\xc3", "\n", " "};
+constexpr std::string_view kTokens[] = {"\"",
+                                        "[",
+                                        "]",
+                                        "{",
+                                        "}",
+                                        ":",
+                                        ",",
+                                        "null",
+                                        "true",
+                                        "false",
+                                        "-1",
+                                        "0",
+                                        "1e999",
+                                        "-0.0",
+                                        "18446744073709551616",
+                                        "9223372036854775807",
+                                        "2147483648",
+                                        "\\u0000",
+                                        "\\ud800",
+                                        "\"\"",
+                                        "[[[[[[[[[[[[[[[[",
+                                        "{\"a\":",
+                                        "<|im_start|>",
+                                        "<|im_end|>",
+                                        "<|start_header_id|>",
+                                        "<|end_header_id|>",
+                                        "<|eot_id|>",
+                                        "\xff",
+                                        "\xc3",
+                                        "\n",
+                                        " "};
 
 void mutate_once(Bytes& b, const std::vector<Bytes>& corpus, SplitMix64& rng, size_t max_len) {
   switch (rng.below(9)) {
@@ -137,8 +191,10 @@ void mutate_once(Bytes& b, const std::vector<Bytes>& corpus, SplitMix64& rng, si
     default: {  // an ASCII digit run changed (sizes and ids in JSON text)
       if (b.empty()) break;
       const size_t at = rng.below(b.size());
-      if (b[at] >= '0' && b[at] <= '9') b[at] = static_cast<uint8_t>('0' + rng.below(10));
-      else b[at] = '9';
+      if (b[at] >= '0' && b[at] <= '9')
+        b[at] = static_cast<uint8_t>('0' + rng.below(10));
+      else
+        b[at] = '9';
       break;
     }
   }
@@ -187,11 +243,16 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--mutations") mutations = std::stoull(value());
-    else if (a == "--seed") seed = std::stoull(value());
-    else if (a == "--max-len") max_len = std::stoull(value());
-    else if (a == "--crash-dir") crash_dir = value();
-    else paths.push_back(a);
+    if (a == "--mutations")
+      mutations = std::stoull(value());
+    else if (a == "--seed")
+      seed = std::stoull(value());
+    else if (a == "--max-len")
+      max_len = std::stoull(value());
+    else if (a == "--crash-dir")
+      crash_dir = value();
+    else
+      paths.push_back(a);
   }
   const std::string name = fs::path(argv[0]).filename().string();
   std::vector<Bytes> corpus;
@@ -210,12 +271,12 @@ int main(int argc, char** argv) {
     for (size_t k = 1 + rng.below(5); k > 0; --k) mutate_once(b, corpus, rng, max_len);
     run(b, crash_dir, name, runs++);
   }
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%s: %llu inputs (%zu from files, %llu mutated, seed %llu) in %.1f s, %.0f/s, "
-              "no crash\n",
-              name.c_str(), static_cast<unsigned long long>(runs), corpus.size(),
-              static_cast<unsigned long long>(mutations), static_cast<unsigned long long>(seed),
-              s, s > 0 ? static_cast<double>(runs) / s : 0.0);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf(
+      "%s: %llu inputs (%zu from files, %llu mutated, seed %llu) in %.1f s, %.0f/s, "
+      "no crash\n",
+      name.c_str(), static_cast<unsigned long long>(runs), corpus.size(),
+      static_cast<unsigned long long>(mutations), static_cast<unsigned long long>(seed), s,
+      s > 0 ? static_cast<double>(runs) / s : 0.0);
   return 0;
 }

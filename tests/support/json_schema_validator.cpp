@@ -17,9 +17,8 @@ size_t code_points(const std::string& s) {
 }
 
 bool is_integer(const json& v) {
-  return v.is_number_integer() ||
-         (v.is_number_float() && std::isfinite(v.get<double>()) &&
-          std::floor(v.get<double>()) == v.get<double>());
+  return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                   std::floor(v.get<double>()) == v.get<double>());
 }
 
 bool has_type(const json& v, const std::string& t) {
@@ -38,12 +37,18 @@ bool format_ok(const std::string& format, const std::string& s) {
   static const std::string time =
       R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?([Zz]|[+-]([01]\d|2[0-3]):[0-5]\d))";
   std::string re;
-  if (format == "date") re = date;
-  else if (format == "time") re = time;
-  else if (format == "date-time") re = date + "[Tt]" + time;
-  else if (format == "uuid") re = "[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}";
-  else if (format == "ipv4") re = R"(((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
-  else return true;  // unknown formats are annotations
+  if (format == "date")
+    re = date;
+  else if (format == "time")
+    re = time;
+  else if (format == "date-time")
+    re = date + "[Tt]" + time;
+  else if (format == "uuid")
+    re = "[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}";
+  else if (format == "ipv4")
+    re = R"(((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))";
+  else
+    return true;  // unknown formats are annotations
   return std::regex_match(s, std::regex(re));
 }
 
@@ -61,8 +66,10 @@ class Validator {
     if (s.contains("type")) {
       const json& t = s["type"];
       bool ok = false;
-      if (t.is_string()) ok = has_type(v, t.get<std::string>());
-      else for (const auto& x : t) ok |= has_type(v, x.get<std::string>());
+      if (t.is_string())
+        ok = has_type(v, t.get<std::string>());
+      else
+        for (const auto& x : t) ok |= has_type(v, x.get<std::string>());
       if (!ok) return fmt::format("{}: {} does not have type {}", at, v.dump(), t.dump());
     }
     if (s.contains("enum")) {

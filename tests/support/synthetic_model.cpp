@@ -128,8 +128,7 @@ std::vector<WeightTensor> make_weights(const SyntheticSpec& s) {
   }
   add("model.norm.weight", "output_norm.weight", Kind::Norm, {d}, 0.1f);
   // A large LM head gain spreads the logits so greedy choices depend on the input.
-  if (!s.tied_embeddings)
-    add("lm_head.weight", "output.weight", Kind::Matrix, {d, V}, 4.0f);
+  if (!s.tied_embeddings) add("lm_head.weight", "output.weight", Kind::Matrix, {d, V}, 4.0f);
   // Both files must hold the same values: round everything through the
   // Hugging Face dtype once, so every later conversion to it is exact.
   for (auto& t : out)
@@ -299,8 +298,10 @@ Vocab make_vocab(const SyntheticSpec& s) {
                                        "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}
             : std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   const int room = s.vocab_size - 256 - static_cast<int>(specials.size());
-  check(room >= 0, "synthetic model: vocab_size {} is too small for 256 byte tokens and {} "
-        "special tokens", s.vocab_size, specials.size());
+  check(room >= 0,
+        "synthetic model: vocab_size {} is too small for 256 byte tokens and {} "
+        "special tokens",
+        s.vocab_size, specials.size());
   Vocab v;
   for (int b = 0; b < 256; ++b) v.tokens.push_back(byte_symbol(b));
   v.merges = learn_merges(std::min(64, room));
@@ -363,8 +364,8 @@ void add_gguf_tokenizer(GGUFWriter& w, const Vocab& v) {
 }
 
 ojson added_token(int id, const std::string& content) {
-  return {{"id", id},           {"content", content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},    {"normalized", false}, {"special", true}};
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
 ojson hf_tokenizer_json(const SyntheticSpec& s, const Vocab& v) {
@@ -373,8 +374,10 @@ ojson hf_tokenizer_json(const SyntheticSpec& s, const Vocab& v) {
   for (int i = v.n_regular; i < s.vocab_size; ++i) added.push_back(added_token(i, v.tokens[i]));
   ojson vocab = ojson::object();
   for (int i = 0; i < v.n_regular; ++i) vocab[v.tokens[i]] = i;
-  ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                      {"trim_offsets", true}, {"use_regex", false}};
+  ojson byte_level = {{"type", "ByteLevel"},
+                      {"add_prefix_space", false},
+                      {"trim_offsets", true},
+                      {"use_regex", false}};
   ojson post;
   if (llama) {
     const std::string bos = v.tokens[v.bos];
@@ -382,11 +385,15 @@ ojson hf_tokenizer_json(const SyntheticSpec& s, const Vocab& v) {
     post = {{"type", "TemplateProcessing"},
             {"single", {bos_piece, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
             {"pair",
-             {bos_piece, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, bos_piece,
+             {bos_piece,
+              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+              bos_piece,
               {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
             {"special_tokens", {{bos, {{"id", bos}, {"ids", {v.bos}}, {"tokens", {bos}}}}}}};
   } else {
-    post = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
+    post = {{"type", "ByteLevel"},
+            {"add_prefix_space", false},
+            {"trim_offsets", false},
             {"use_regex", false}};
   }
   ojson j;
@@ -395,14 +402,17 @@ ojson hf_tokenizer_json(const SyntheticSpec& s, const Vocab& v) {
   j["padding"] = nullptr;
   j["added_tokens"] = added;
   j["normalizer"] = llama ? ojson(nullptr) : ojson{{"type", "NFC"}};
-  j["pre_tokenizer"] = {
-      {"type", "Sequence"},
-      {"pretokenizers",
-       {{{"type", "Split"}, {"pattern", {{"Regex", v.regex}}}, {"behavior", "Isolated"},
-         {"invert", false}},
-        byte_level}}};
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"},
+                           {"pattern", {{"Regex", v.regex}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}},
+                          byte_level}}};
   j["post_processor"] = post;
-  j["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true},
+  j["decoder"] = {{"type", "ByteLevel"},
+                  {"add_prefix_space", true},
+                  {"trim_offsets", true},
                   {"use_regex", true}};
   j["model"] = {{"type", "BPE"},
                 {"dropout", nullptr},
@@ -447,9 +457,12 @@ void write_text(const fs::path& p, const std::string& text) {
 
 const char* torch_dtype(DType t) {
   switch (t) {
-    case DType::F32: return "float32";
-    case DType::F16: return "float16";
-    default: return "bfloat16";
+    case DType::F32:
+      return "float32";
+    case DType::F16:
+      return "float16";
+    default:
+      return "bfloat16";
   }
 }
 
@@ -470,12 +483,12 @@ ojson hf_config_json(const SyntheticSpec& s, const Vocab* v) {
   j["rope_theta"] = static_cast<double>(s.rope_theta);
   if (s.llama3_rope_scaling) {
     const ModelConfig rc = rope_config(s);
-    j["rope_scaling"] = {{"rope_type", "llama3"},
-                         {"factor", rc.rope_scaling.factor},
-                         {"low_freq_factor", rc.rope_scaling.low_freq_factor},
-                         {"high_freq_factor", rc.rope_scaling.high_freq_factor},
-                         {"original_max_position_embeddings",
-                          rc.rope_scaling.original_context_length}};
+    j["rope_scaling"] = {
+        {"rope_type", "llama3"},
+        {"factor", rc.rope_scaling.factor},
+        {"low_freq_factor", rc.rope_scaling.low_freq_factor},
+        {"high_freq_factor", rc.rope_scaling.high_freq_factor},
+        {"original_max_position_embeddings", rc.rope_scaling.original_context_length}};
   } else {
     j["rope_scaling"] = nullptr;
   }
@@ -540,11 +553,9 @@ std::string write_synthetic_gguf(const SyntheticSpec& s, const std::string& path
   return path;
 }
 
-std::string write_synthetic_hf_dir(const SyntheticSpec& s, const std::string& dir,
-                                   bool sharded) {
+std::string write_synthetic_hf_dir(const SyntheticSpec& s, const std::string& dir, bool sharded) {
   check_spec(s);
-  check(s.weight_type == DType::F32 || s.weight_type == DType::F16 ||
-            s.weight_type == DType::BF16,
+  check(s.weight_type == DType::F32 || s.weight_type == DType::F16 || s.weight_type == DType::BF16,
         "synthetic HF model: weight type {} is not a safetensors type (F32, F16, BF16)",
         dtype_name(s.weight_type));
   const fs::path d(dir);
@@ -560,8 +571,7 @@ std::string write_synthetic_hf_dir(const SyntheticSpec& s, const std::string& di
     st.write((d / "model.safetensors").string());
   } else {
     // The first half of the tensors in one shard, the rest in the other.
-    const char* names[2] = {"model-00001-of-00002.safetensors",
-                            "model-00002-of-00002.safetensors"};
+    const char* names[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
     SafetensorsWriter st[2];
     ojson weight_map = ojson::object();
     size_t total = 0;

@@ -74,9 +74,8 @@ std::vector<int> run_alone(const Model& m, const Request& r) {
 TEST(AsyncEngine, ConcurrentClientsSubmitStreamAndCancel) {
   auto model = small_model();
   ThreadPool pool(2);
-  AsyncEngine async(std::make_unique<Engine>(*model, pool, options(),
-                                             std::make_unique<NgramDrafter>()),
-                    64);
+  AsyncEngine async(
+      std::make_unique<Engine>(*model, pool, options(), std::make_unique<NgramDrafter>()), 64);
   std::atomic<bool> done{false};
   std::thread metrics_reader([&] {
     while (!done.load()) {

@@ -56,7 +56,8 @@ TEST(ChatTemplate, DetectsFamilies) {
   EXPECT_STREQ(chat_family_name(ChatTemplateFamily::Llama3), "llama3");
   EXPECT_STREQ(chat_family_name(ChatTemplateFamily::ChatML), "chatml");
 
-  EXPECT_NE(test::error_of([] { detect_chat_template(""); }).find("no chat template"), std::string::npos);
+  EXPECT_NE(test::error_of([] { detect_chat_template(""); }).find("no chat template"),
+            std::string::npos);
   // Phi-3's template (from its vocab GGUF) is neither family: an error, not a guess.
   GGUFFile phi3(test::shared_testdata_dir() + "/tokenizers/llamacpp-vocab/ggml-vocab-phi-3.gguf");
   std::string msg =
@@ -169,12 +170,17 @@ TEST(ChatTemplate, Qwen25Coder) {
 
 TEST(ChatTemplate, Errors) {
   const std::string chatml = gguf_template("smollm2-135m-instruct-q4_1.gguf");
-  std::string msg = test::error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {}, true); });
+  std::string msg =
+      test::error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {}, true); });
   EXPECT_NE(msg.find("no messages"), std::string::npos) << msg;
-  msg = test::error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {{"robot", "x"}}, true); });
+  msg = test::error_of([&] {
+    render_chat(ChatTemplateFamily::ChatML, chatml, {{"robot", "x"}}, true);
+  });
   EXPECT_NE(msg.find("'robot'"), std::string::npos) << msg;
   // SmolLM2's template has no tool handling; Qwen2.5's has.
-  msg = test::error_of([&] { render_chat(ChatTemplateFamily::ChatML, chatml, {{"tool", "x"}}, true); });
+  msg = test::error_of([&] {
+    render_chat(ChatTemplateFamily::ChatML, chatml, {{"tool", "x"}}, true);
+  });
   EXPECT_NE(msg.find("'tool'"), std::string::npos) << msg;
   msg = test::error_of([&] {
     render_chat(ChatTemplateFamily::Llama3, llama3_template(), {{"", "x"}}, true);

@@ -51,8 +51,8 @@ TEST(GGUFWriter, EveryValueTypeRoundTrips) {
   w.set_string_array("strs", {"a", "", "ccc"});
   w.set_i32_array("ints", {1, -2, 3});
   w.set_f32_array("floats", {0.25f, -8.0f});
-  w.set("bytes", gguf_array(GGUFType::UINT8, {gguf_int(GGUFType::UINT8, 1),
-                                               gguf_int(GGUFType::UINT8, 255)}));
+  w.set("bytes", gguf_array(GGUFType::UINT8,
+                            {gguf_int(GGUFType::UINT8, 1), gguf_int(GGUFType::UINT8, 255)}));
   w.set("none", gguf_array(GGUFType::INT64, {}));
   w.set("nested", gguf_array(GGUFType::ARRAY,
                              {gguf_array(GGUFType::INT16, {gguf_int(GGUFType::INT16, 7)}),
@@ -172,8 +172,7 @@ TEST(GGUFWriter, AddTensorF32EncodesValues) {
   dequantize_row(DType::Q8_0, f.find_tensor("q8")->data, back.data(), 64);
   // Q8_0 rounds to steps d = amax/127 per 32-value block (amax <= 2): half a step,
   // 1/127, plus the f16 rounding of d times |q| <= 127, amax * 2^-11 <= 1/1024.
-  for (size_t i = 0; i < v.size(); ++i)
-    EXPECT_NEAR(back[i], v[i], 1.0f / 127 + 1.0f / 1024) << i;
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(back[i], v[i], 1.0f / 127 + 1.0f / 1024) << i;
   dequantize_row(DType::F16, f.find_tensor("f16")->data, back.data(), 64);
   // F16 keeps 11 significant bits: relative error <= 2^-11.
   for (size_t i = 0; i < v.size(); ++i)

@@ -64,7 +64,9 @@ std::vector<RawTensor> read_raw(const std::string& path) {
   SafetensorsFile f(path);
   std::vector<RawTensor> out;
   for (const auto& t : f.tensors())
-    out.push_back({t.name, safetensors_dtype_name(t.type), {t.shape.rbegin(), t.shape.rend()},
+    out.push_back({t.name,
+                   safetensors_dtype_name(t.type),
+                   {t.shape.rbegin(), t.shape.rend()},
                    std::string(reinterpret_cast<const char*>(t.data), t.nbytes)});
   return out;
 }
@@ -198,18 +200,21 @@ TEST(HFConfig, LlamaWithLlama3RopeScaling) {
 }
 
 TEST(HFConfig, Qwen2DefaultsAndLinearScaling) {
-  json j = {{"model_type", "qwen2"},         {"hidden_size", 64},
-            {"intermediate_size", 128},      {"num_hidden_layers", 2},
-            {"num_attention_heads", 4},      {"vocab_size", 300},
+  json j = {{"model_type", "qwen2"},
+            {"hidden_size", 64},
+            {"intermediate_size", 128},
+            {"num_hidden_layers", 2},
+            {"num_attention_heads", 4},
+            {"vocab_size", 300},
             {"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}};
   ModelConfig c = config_from_hf_json(j, "config.json");
   EXPECT_EQ(c.arch, Arch::Qwen2);
   EXPECT_TRUE(c.qkv_bias);
   EXPECT_EQ(c.rope_style, kernels::RopeStyle::NeoX);
-  EXPECT_EQ(c.n_kv_heads, 4);       // defaults to the head count
-  EXPECT_EQ(c.head_dim, 16);        // hidden / heads
+  EXPECT_EQ(c.n_kv_heads, 4);  // defaults to the head count
+  EXPECT_EQ(c.head_dim, 16);   // hidden / heads
   EXPECT_EQ(c.rope_theta, 10000.0f);
-  EXPECT_EQ(c.norm_eps, 1e-6f);     // Qwen2Config default
+  EXPECT_EQ(c.norm_eps, 1e-6f);  // Qwen2Config default
   EXPECT_EQ(c.context_length, 32768);
   EXPECT_FALSE(c.tied_embeddings);
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::Linear);
@@ -227,9 +232,12 @@ TEST(HFConfig, Qwen2DefaultsAndLinearScaling) {
 }
 
 TEST(HFConfig, ErrorsNameTheFileAndField) {
-  const json base = {{"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 64},
-                     {"intermediate_size", 128},               {"num_hidden_layers", 2},
-                     {"num_attention_heads", 4},               {"vocab_size", 300}};
+  const json base = {{"architectures", {"LlamaForCausalLM"}},
+                     {"hidden_size", 64},
+                     {"intermediate_size", 128},
+                     {"num_hidden_layers", 2},
+                     {"num_attention_heads", 4},
+                     {"vocab_size", 300}};
   auto with = [&](const char* key, json v) {
     json j = base;
     if (v.is_discarded()) {
@@ -313,8 +321,8 @@ TEST(HFLoader, Qwen2KeepsLayoutAndBiases) {
   SafetensorsFile raw(dir + "/model.safetensors");
   const TensorView* q = hf.tensors.find("blk.0.attn_q.weight");
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(0, std::memcmp(q->data, raw.find("model.layers.0.self_attn.q_proj.weight")->data,
-                           q->nbytes));
+  EXPECT_EQ(
+      0, std::memcmp(q->data, raw.find("model.layers.0.self_attn.q_proj.weight")->data, q->nbytes));
   EXPECT_NE(hf.tensors.find("blk.0.attn_k.bias"), nullptr);
   // Binding checks every shape.
   ModelWeights w = bind_weights(hf.config, hf.tensors);
@@ -331,20 +339,21 @@ TEST(HFLoader, LlamaAttentionBiasesArePermutedToo) {
   const int hd = spec.d_model / spec.n_heads;
   edit_safetensors(dir + "/model.safetensors", [&](std::vector<RawTensor>& ts) {
     for (int l = 0; l < spec.n_layers; ++l)
-      for (auto [proj, heads] : {std::pair{"q", spec.n_heads}, {"k", spec.n_kv_heads},
-                                 {"v", spec.n_kv_heads}}) {
+      for (auto [proj, heads] :
+           {std::pair{"q", spec.n_heads}, {"k", spec.n_kv_heads}, {"v", spec.n_kv_heads}}) {
         // Bias value i = i, so the permuted order can be read off the values.
         std::vector<float> v(heads * hd);
         for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
-        ts.push_back({fmt::format("model.layers.{}.self_attn.{}_proj.bias", l, proj), "F32",
+        ts.push_back({fmt::format("model.layers.{}.self_attn.{}_proj.bias", l, proj),
+                      "F32",
                       {int64_t(v.size())},
                       std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4)});
       }
   });
   HFModelFiles hf = load_hf_model_dir(dir);
   EXPECT_TRUE(hf.config.qkv_bias);
-  for (auto [name, heads] : {std::pair{"blk.1.attn_q.bias", spec.n_heads},
-                             {"blk.1.attn_k.bias", spec.n_kv_heads}}) {
+  for (auto [name, heads] :
+       {std::pair{"blk.1.attn_q.bias", spec.n_heads}, {"blk.1.attn_k.bias", spec.n_kv_heads}}) {
     const TensorView* b = hf.tensors.find(name);
     ASSERT_NE(b, nullptr) << name;
     const float* p = reinterpret_cast<const float*>(b->data);
@@ -365,10 +374,10 @@ TEST(HFLoader, SideFiles) {
   EXPECT_TRUE(none.eos_token_ids.empty());
 
   test::write_file(dir + "/tokenizer.json", "{}");
-  write_json(dir + "/tokenizer_config.json",
-             {{"chat_template",
-               {{{"name", "tool_use"}, {"template", "T"}},
-                {{"name", "default"}, {"template", "D"}}}}});
+  write_json(
+      dir + "/tokenizer_config.json",
+      {{"chat_template",
+        {{{"name", "tool_use"}, {"template", "T"}}, {{"name", "default"}, {"template", "D"}}}}});
   json cfg = read_json(dir + "/config.json");
   cfg["eos_token_id"] = 7;
   cfg["bos_token_id"] = 5;
@@ -467,10 +476,9 @@ TEST(HFLoaderErrors, TensorProblems) {
 
   auto dir = fresh("missing");
   edit_safetensors(dir + "/model.safetensors", [](std::vector<RawTensor>& ts) {
-    ts.erase(std::remove_if(ts.begin(), ts.end(),
-                            [](const RawTensor& t) {
-                              return t.name == "model.layers.1.mlp.up_proj.weight";
-                            }),
+    ts.erase(std::remove_if(
+                 ts.begin(), ts.end(),
+                 [](const RawTensor& t) { return t.name == "model.layers.1.mlp.up_proj.weight"; }),
              ts.end());
   });
   expect_load_error(dir, {dir, "missing tensor", "blk.1.ffn_up.weight"});
@@ -507,15 +515,15 @@ TEST(HFLoaderErrors, TensorProblems) {
 
   dir = fresh("noshard", true);
   fs::remove(dir + "/model-00002-of-00002.safetensors");
-  expect_load_error(dir, {"model.safetensors.index.json", "model-00002-of-00002.safetensors",
-                          "does not exist"});
+  expect_load_error(
+      dir, {"model.safetensors.index.json", "model-00002-of-00002.safetensors", "does not exist"});
 
   dir = fresh("wrongshard", true);
   json index = read_json(dir + "/model.safetensors.index.json");
   index["weight_map"]["model.embed_tokens.weight"] = "model-00002-of-00002.safetensors";
   write_json(dir + "/model.safetensors.index.json", index);
-  expect_load_error(dir, {"model-00002-of-00002.safetensors", "model.embed_tokens.weight",
-                          "absent"});
+  expect_load_error(dir,
+                    {"model-00002-of-00002.safetensors", "model.embed_tokens.weight", "absent"});
 
   dir = fresh("escape", true);
   index = read_json(dir + "/model.safetensors.index.json");

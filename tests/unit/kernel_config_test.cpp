@@ -46,9 +46,11 @@ TEST(KernelConfig, EachVariable) {
 }
 
 TEST(KernelConfig, BadValuesNameTheVariable) {
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"TANDEM_KERNELS", "fast"}, {"TANDEM_PACK", "no"}, {"TANDEM_PREFETCH", "-64"},
-      {"TANDEM_PREFETCH", "4k"}, {"TANDEM_PREFETCH_PACKED", ""}};
+  const std::vector<std::pair<std::string, std::string>> bad = {{"TANDEM_KERNELS", "fast"},
+                                                                {"TANDEM_PACK", "no"},
+                                                                {"TANDEM_PREFETCH", "-64"},
+                                                                {"TANDEM_PREFETCH", "4k"},
+                                                                {"TANDEM_PREFETCH_PACKED", ""}};
   for (const auto& [name, value] : bad) {
     const std::string e = test::error_of([&] { from({{name, value}}); });
     EXPECT_EQ(e.rfind(name + "=" + value + ":", 0), 0u) << e;

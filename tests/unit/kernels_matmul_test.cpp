@@ -115,8 +115,8 @@ std::vector<double> quantized_rows(const std::vector<float>& x, int M, int64_t K
   std::vector<double> out(static_cast<size_t>(M) * K);
   for (int m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
-      const int8_t q = a.row_q(m)[k / 256 * 256 + 64 * ((k % 16) / 4) + 4 * ((k % 256) / 16) +
-                                  k % 4];
+      const int8_t q =
+          a.row_q(m)[k / 256 * 256 + 64 * ((k % 16) / 4) + 4 * ((k % 256) / 16) + k % 4];
       out[m * K + k] = static_cast<double>(q) * a.row_gd(m)[k / 16];
     }
   return out;
@@ -328,8 +328,8 @@ TEST_P(MatmulTypes, NeverReadsPastTheWeights) {
     auto W = random_matrix(t, K, N, 21);
     const size_t bytes = W.bytes.size();
     const size_t span = (bytes + page - 1) / page * page;
-    void* region = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
+    void* region =
+        mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(region, MAP_FAILED);
     auto* guard = static_cast<uint8_t*>(region) + span;
     ASSERT_EQ(0, mprotect(guard, page, PROT_NONE));
@@ -398,13 +398,13 @@ TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
   // Three panels of three super-blocks, or of nine legacy records (K = 576 ends
   // in a partial 256-element activation chunk).
   const int64_t K = is_k_quant(t) ? 768 : 576, N = 48;
-  const int M = 20;               // tiles of 8, 8 and 4 rows
+  const int M = 20;  // tiles of 8, 8 and 4 rows
   auto W = random_matrix(t, K, N, 17);
   ThreadPool pool2(2), pool1(1);
   auto on2 = simd(pool2), on1 = simd(pool1);
   const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, {}, pool2);
   ASSERT_EQ(packed.size(), size_t(N / 16) * (K / kernels::cpu::packed_record_elements(t)) *
-                              kernels::cpu::packed_record_bytes(t));
+                               kernels::cpu::packed_record_bytes(t));
   TensorView view = W.view;
   view.packed = packed.data();
   auto x = random_rows(M, K, 19);
@@ -475,9 +475,9 @@ TEST_P(EveryTarget, MatchesReferencesAndIsBatchInvariant) {
   ThreadPool pool(2);
   auto k = simd(pool, GetParam());
   ASSERT_STREQ(hwy::TargetName(GetParam()), k->name());
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                  DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K}) {
+  for (DType t :
+       {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+        DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t K = is_k_quant(t) ? 768 : 608;  // 608: 19 legacy blocks, a partial chunk
     const int64_t N = 19;
     const int M = 11;  // a tile of 8 and one of 3 on AVX3_DL

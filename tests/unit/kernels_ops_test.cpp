@@ -59,8 +59,8 @@ class AttentionTest : public ::testing::TestWithParam<DType> {};
 // a few hundred float operations, so 1e-4 absolute leaves ample room over the
 // ~1e-6 actually seen while catching any wrong weight or position (errors of
 // order 0.1). The last n_q positions of a cache of len attend.
-void expect_attention_matches_reference(int n_kv, int n_heads, int hd, int n_q, int len,
-                                        DType type, int64_t target = 0) {
+void expect_attention_matches_reference(int n_kv, int n_heads, int hd, int n_q, int len, DType type,
+                                        int64_t target = 0) {
   const KVCacheShape shape{1, n_kv, hd};
   FilledCache fc(shape, len, type);
   const kernels::AttentionShape ash{n_heads, n_kv, hd, 1.0f / std::sqrt(float(hd))};
@@ -69,8 +69,8 @@ void expect_attention_matches_reference(int n_kv, int n_heads, int hd, int n_q, 
   for (int i = 0; i < n_q; ++i) pos[i] = len - n_q + i;
   std::vector<float> fast(q.size()), ref(q.size());
   ThreadPool pool(2);
-  simd(pool, target)->attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash,
-                                fast.data());
+  simd(pool, target)
+      ->attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, fast.data());
   kernels::ref::attention(q.data(), n_q, pos.data(), fc.cache.view(fc.slot, 0), ash, ref.data(),
                           pool);
   for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(fast[i], ref[i], 1e-4f) << "element " << i;
@@ -195,7 +195,8 @@ void expect_batch_same_as_alone(DType type, int64_t target = 0) {
   const std::vector<int> remap = {lens[3] - 1, lens[3] - 2, lens[3] - 3};
   ThreadPool pool(2);
   auto simd_k = simd(pool, target);
-  auto ref_k = kernels::Kernels::create({.reference = true}, pool, {.head_dim = 128, .max_group = 6});
+  auto ref_k =
+      kernels::Kernels::create({.reference = true}, pool, {.head_dim = 128, .max_group = 6});
   for (kernels::Kernels* k : {simd_k.get(), ref_k.get()}) {
     std::vector<kernels::AttentionCall> calls;
     std::vector<std::vector<float>> together(4);
@@ -397,12 +398,14 @@ TEST(ScratchBuffer, GrowsAtLeastTwofoldAndOnlyWhenItMust) {
 TEST(ThreadPool, PropagatesExceptionsFromAnyThread) {
   ThreadPool pool(2);
   // The second chunk may run on the worker or the caller; either way it reaches us.
-  EXPECT_THROW(pool.parallel_for(2, [](int64_t b, int64_t, int) {
-    if (b == 1) throw std::runtime_error("chunk failed");
-  }),
+  EXPECT_THROW(pool.parallel_for(2,
+                                 [](int64_t b, int64_t, int) {
+                                   if (b == 1) throw std::runtime_error("chunk failed");
+                                 }),
                std::runtime_error);
   int calls = 0;
-  pool.parallel_for(10, [&](int64_t, int64_t, int) { ++calls; }, 100);  // still usable
+  pool.parallel_for(
+      10, [&](int64_t, int64_t, int) { ++calls; }, 100);  // still usable
   EXPECT_EQ(calls, 1);
 }
 

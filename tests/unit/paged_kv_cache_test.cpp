@@ -241,7 +241,7 @@ TEST(PagedKVCache, MisuseThrows) {
   c.set_length(s, 5);
   EXPECT_THROW(c.truncate_to(s, 6), Error);
   EXPECT_THROW(c.truncate_to(s, -1), Error);
-  EXPECT_THROW(c.attach_prefix(s, {1, 2, 3, 4, 5, 6}), Error);  // slot not empty
+  EXPECT_THROW(c.attach_prefix(s, {1, 2, 3, 4, 5, 6}), Error);   // slot not empty
   EXPECT_THROW(c.publish_prefix(s, {1, 2, 3, 4, 5, 6}), Error);  // only 5 positions held
   c.free(s);
   EXPECT_THROW(c.free(s), Error);
@@ -279,8 +279,9 @@ void run(Transformer& tf, KVCache& cache, const ForwardBatch& b, std::vector<flo
 // its storage reused. Returns every logit computed, in order.
 std::vector<float> run_scenario(Transformer& tf, KVCache& cache) {
   const int V = tf.vocab_size();
-  const auto A = test::pseudo_random_ids(37, V, 1), B = test::pseudo_random_ids(23, V, 2), C = test::pseudo_random_ids(50, V, 3),
-             D = test::pseudo_random_ids(30, V, 4), decode = test::pseudo_random_ids(64, V, 5);
+  const auto A = test::pseudo_random_ids(37, V, 1), B = test::pseudo_random_ids(23, V, 2),
+             C = test::pseudo_random_ids(50, V, 3), D = test::pseudo_random_ids(30, V, 4),
+             decode = test::pseudo_random_ids(64, V, 5);
   size_t next = 0;
   auto take = [&](size_t n) {  // the next n decode tokens
     EXPECT_LE(next + n, decode.size());
@@ -358,10 +359,11 @@ TEST_P(PagedMatchesContiguous, BitIdenticalLogits) {
       << "block size " << bs << ", " << dtype_name(type);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    BlockSizes, PagedMatchesContiguous,
-    ::testing::Values(std::make_tuple(1, DType::F16), std::make_tuple(16, DType::F16),
-                      std::make_tuple(7, DType::F16), std::make_tuple(7, DType::F32)));
+INSTANTIATE_TEST_SUITE_P(BlockSizes, PagedMatchesContiguous,
+                         ::testing::Values(std::make_tuple(1, DType::F16),
+                                           std::make_tuple(16, DType::F16),
+                                           std::make_tuple(7, DType::F16),
+                                           std::make_tuple(7, DType::F32)));
 
 // ---------------------------------------------------------------- prefix caching
 
@@ -371,8 +373,7 @@ namespace {
 std::vector<float> fresh_prefill(Transformer& tf, const std::vector<int>& tokens) {
   ContiguousKVCache cache(tf.cache_shape(), 1, 256);
   ForwardBatch b;
-  b.add_sequence(cache.allocate(), tokens.data(), static_cast<int>(tokens.size()), 0, true,
-                 false);
+  b.add_sequence(cache.allocate(), tokens.data(), static_cast<int>(tokens.size()), 0, true, false);
   std::vector<float> all;
   run(tf, cache, b, all);
   return all;
@@ -382,8 +383,7 @@ std::vector<float> fresh_prefill(Transformer& tf, const std::vector<int>& tokens
 std::vector<float> prefill_rest(Transformer& tf, KVCache& cache, int slot,
                                 const std::vector<int>& tokens, int start) {
   ForwardBatch b;
-  b.add_sequence(slot, &tokens[start], static_cast<int>(tokens.size()) - start, start, true,
-                 false);
+  b.add_sequence(slot, &tokens[start], static_cast<int>(tokens.size()) - start, start, true, false);
   std::vector<float> all;
   run(tf, cache, b, all);
   return all;
@@ -405,7 +405,8 @@ TEST(PagedPrefixCache, SharedPrefixIsReusedAndLogitsStayExact) {
   Transformer& tf = *m.tf;
   const int V = m.vocab(), bs = 8;
   const auto shared = test::pseudo_random_ids(40, V, 10);
-  const auto p1 = concat(shared, test::pseudo_random_ids(5, V, 11)), p2 = concat(shared, test::pseudo_random_ids(7, V, 12)),
+  const auto p1 = concat(shared, test::pseudo_random_ids(5, V, 11)),
+             p2 = concat(shared, test::pseudo_random_ids(7, V, 12)),
              p3 = concat(shared, test::pseudo_random_ids(3, V, 13));
   PagedKVCache cache(tf.cache_shape(), 4, 24, bs, DType::F16);
 

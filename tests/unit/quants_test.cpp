@@ -142,7 +142,8 @@ KScales read_k_scales(DType t, const uint8_t* block) {
       for (int j = 0; j < 16; ++j) k.step[j] = k.d * b.scales[j];
       break;
     }
-    default: ADD_FAILURE() << "not a K-quant with sub-block scales";
+    default:
+      ADD_FAILURE() << "not a K-quant with sub-block scales";
   }
   return k;
 }
@@ -154,11 +155,16 @@ struct KLevels {
 };
 KLevels k_levels(DType t) {
   switch (t) {
-    case DType::Q2_K: return {0, 3, true};
-    case DType::Q3_K: return {4, 3, false};
-    case DType::Q4_K: return {0, 15, true};
-    case DType::Q5_K: return {0, 31, true};
-    default: return {32, 31, false};  // Q6_K
+    case DType::Q2_K:
+      return {0, 3, true};
+    case DType::Q3_K:
+      return {4, 3, false};
+    case DType::Q4_K:
+      return {0, 15, true};
+    case DType::Q5_K:
+      return {0, 31, true};
+    default:
+      return {32, 31, false};  // Q6_K
   }
 }
 
@@ -179,14 +185,13 @@ void check_k_block(DType t, const float* x, const uint8_t* block, const float* y
       lo = std::min(lo, static_cast<double>(x[j * len + l]));
       hi = std::max(hi, static_cast<double>(x[j * len + l]));
     }
-    const double need = lv.affine ? (hi - lo + k.dmin) / lv.qpos
-                                  : std::max(hi / lv.qpos, -lo / lv.qneg);
+    const double need =
+        lv.affine ? (hi - lo + k.dmin) / lv.qpos : std::max(hi / lv.qpos, -lo / lv.qneg);
     EXPECT_LE(k.step[j], need + k.d + slack) << where << " sub-block " << j;
     for (int l = 0; l < len; ++l) {
       const int e = j * len + l;
       ASSERT_LE(std::fabs(static_cast<double>(x[e]) - y[e]), k.step[j] / 2.0 + slack)
-          << where << " element " << e << ": x " << x[e] << " y " << y[e] << " step "
-          << k.step[j];
+          << where << " element " << e << ": x " << x[e] << " y " << y[e] << " step " << k.step[j];
     }
   }
 }
@@ -216,8 +221,8 @@ void check_round_trip(DType t, const std::vector<float>& x, const std::string& w
     const float* xb = x.data() + b * bs;
     const float* yb = y.data() + b * bs;
     const uint8_t* qb = q.data() + b * block_bytes(t);
-    const std::string where = std::string(dtype_name(t)) + " " + what + " block " +
-                              std::to_string(b);
+    const std::string where =
+        std::string(dtype_name(t)) + " " + what + " block " + std::to_string(b);
     for (int i = 0; i < bs; ++i) ASSERT_TRUE(std::isfinite(yb[i])) << where << " element " << i;
     switch (t) {
       case DType::Q4_0:
@@ -243,8 +248,12 @@ void check_round_trip(DType t, const std::vector<float>& x, const std::string& w
               << where << " element " << i << ": x " << xb[i] << " y " << yb[i];
         break;
       }
-      case DType::Q8_K: check_q8k_block(xb, qb, yb, where); break;
-      default: check_k_block(t, xb, qb, yb, where); break;
+      case DType::Q8_K:
+        check_q8k_block(xb, qb, yb, where);
+        break;
+      default:
+        check_k_block(t, xb, qb, yb, where);
+        break;
     }
   }
 }
@@ -324,9 +333,9 @@ TEST(F16, ExhaustiveRoundTrip) {
 }
 
 TEST(F16, RoundsToNearestEven) {
-  const float one = 1.0f, ulp = std::ldexp(1.0f, -10);  // half ulp at 1
-  EXPECT_EQ(f32_to_f16(one + ulp / 2), 0x3C00);          // tie: to even (1.0)
-  EXPECT_EQ(f32_to_f16(one + 3 * ulp / 2), 0x3C02);      // tie: to even (1 + 2 ulp)
+  const float one = 1.0f, ulp = std::ldexp(1.0f, -10);        // half ulp at 1
+  EXPECT_EQ(f32_to_f16(one + ulp / 2), 0x3C00);               // tie: to even (1.0)
+  EXPECT_EQ(f32_to_f16(one + 3 * ulp / 2), 0x3C02);           // tie: to even (1 + 2 ulp)
   EXPECT_EQ(f32_to_f16(one + ulp / 2 + ulp / 1024), 0x3C01);  // just above the tie
   EXPECT_EQ(f32_to_f16(one + ulp / 2 - ulp / 1024), 0x3C00);  // just below
   EXPECT_EQ(f32_to_f16(-(one + 3 * ulp / 2)), 0xBC02);
@@ -341,15 +350,15 @@ TEST(F16, RoundsToNearestEven) {
   // Subnormals, in units of u = 2^-24.
   const float u = std::ldexp(1.0f, -24);
   EXPECT_EQ(f32_to_f16(u), 0x0001);
-  EXPECT_EQ(f32_to_f16(u / 2), 0x0000);          // tie between 0 and u: 0
-  EXPECT_EQ(f32_to_f16(u * 0.75f), 0x0001);      // above the tie
-  EXPECT_EQ(f32_to_f16(u * 1.5f), 0x0002);       // tie between 1 and 2: 2
-  EXPECT_EQ(f32_to_f16(u * 2.5f), 0x0002);       // tie between 2 and 3: 2
-  EXPECT_EQ(f32_to_f16(u * 1023.5f), 0x0400);    // rounds up into the normals
+  EXPECT_EQ(f32_to_f16(u / 2), 0x0000);        // tie between 0 and u: 0
+  EXPECT_EQ(f32_to_f16(u * 0.75f), 0x0001);    // above the tie
+  EXPECT_EQ(f32_to_f16(u * 1.5f), 0x0002);     // tie between 1 and 2: 2
+  EXPECT_EQ(f32_to_f16(u * 2.5f), 0x0002);     // tie between 2 and 3: 2
+  EXPECT_EQ(f32_to_f16(u * 1023.5f), 0x0400);  // rounds up into the normals
   EXPECT_EQ(f32_to_f16(u * 1023.25f), 0x03FF);
   EXPECT_EQ(f32_to_f16(1e-10f), 0x0000);
   EXPECT_EQ(f32_to_f16(-1e-10f), 0x8000);
-  EXPECT_EQ(f32_to_f16(1e-45f), 0x0000);         // a float subnormal
+  EXPECT_EQ(f32_to_f16(1e-45f), 0x0000);  // a float subnormal
   EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
   EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(NAN))));
 }
@@ -527,8 +536,8 @@ TEST(QuantLayout, LegacyBlocks) {
   {
     BlockQ5_0 b = {};
     b.d = f32_to_f16(2.0f);
-    b.qs[4] = 0x10;          // element 20 (high nibble of byte 4): low bits 1
-    b.qh[2] = 0x10;          // bit 20 of qh: element 20's bit 4
+    b.qs[4] = 0x10;  // element 20 (high nibble of byte 4): low bits 1
+    b.qh[2] = 0x10;  // bit 20 of qh: element 20's bit 4
     std::vector<float> y(32);
     dequantize_row(DType::Q5_0, &b, y.data(), 32);
     EXPECT_EQ(y[20], 2.0f * (17 - 16));
@@ -570,23 +579,23 @@ TEST(QuantLayout, KQuantBlocks) {
   {
     BlockQ3_K b = {};
     b.d = f32_to_f16(0.5f);
-    b.scales[4] = 0x05;   // field 4 (elements 64..79): low 4 bits 5
-    b.scales[8] = 0x08;   // ... and its top 2 bits (bits 2-3 of byte 8): 37, scale 5
-    b.qs[13] = 0x30;      // element 77 = 64 + 13: bits 4-5 of qs[13]: 3
-    b.hmask[13] = 0x04;   // bit 77 / 32 = 2 of hmask[13]: set means no -4
+    b.scales[4] = 0x05;  // field 4 (elements 64..79): low 4 bits 5
+    b.scales[8] = 0x08;  // ... and its top 2 bits (bits 2-3 of byte 8): 37, scale 5
+    b.qs[13] = 0x30;     // element 77 = 64 + 13: bits 4-5 of qs[13]: 3
+    b.hmask[13] = 0x04;  // bit 77 / 32 = 2 of hmask[13]: set means no -4
     dequantize_row(DType::Q3_K, &b, y.data(), 256);
     EXPECT_EQ(y[77], 0.5f * 5 * 3);
-    EXPECT_EQ(y[78], 0.5f * 5 * -4);    // hmask bit clear: level - 4
+    EXPECT_EQ(y[78], 0.5f * 5 * -4);   // hmask bit clear: level - 4
     EXPECT_EQ(y[0], 0.5f * -32 * -4);  // field 0: scale -32
   }
   {
     BlockQ4_K b = {};
     b.d = f32_to_f16(1.0f), b.dmin = f32_to_f16(0.5f);
     // Sub-block 5: scale 37 (0b10'0101), min 50 (0b11'0010).
-    b.scales[9] = 0x25;   // low 4 bits of both
-    b.scales[1] = 0x80;   // top 2 bits of the scale, in byte 5 - 4
-    b.scales[5] = 0xC0;   // top 2 bits of the min, in byte 5
-    b.qs[71] = 0x90;      // element 167 = 32 * 5 + 7: high nibble of qs[32 * 2 + 7]
+    b.scales[9] = 0x25;  // low 4 bits of both
+    b.scales[1] = 0x80;  // top 2 bits of the scale, in byte 5 - 4
+    b.scales[5] = 0xC0;  // top 2 bits of the min, in byte 5
+    b.qs[71] = 0x90;     // element 167 = 32 * 5 + 7: high nibble of qs[32 * 2 + 7]
     dequantize_row(DType::Q4_K, &b, y.data(), 256);
     EXPECT_EQ(y[167], 37.0f * 9 - 0.5f * 50);
     EXPECT_EQ(y[160], -25.0f);
@@ -596,8 +605,8 @@ TEST(QuantLayout, KQuantBlocks) {
     BlockQ5_K b = {};
     b.d = f32_to_f16(1.0f), b.dmin = f32_to_f16(1.0f);
     b.scales[3] = 10, b.scales[7] = 4;  // sub-block 3: scale 10, min 4
-    b.qs[36] = 0x60;  // element 100 = 32 * 3 + 4: high nibble of qs[32 + 4]
-    b.qh[4] = 0x08;   // its bit 4: bit 3 of qh[4]
+    b.qs[36] = 0x60;                    // element 100 = 32 * 3 + 4: high nibble of qs[32 + 4]
+    b.qh[4] = 0x08;                     // its bit 4: bit 3 of qh[4]
     dequantize_row(DType::Q5_K, &b, y.data(), 256);
     EXPECT_EQ(y[100], 10.0f * 22 - 4);
     EXPECT_EQ(y[101], -4.0f);

@@ -24,9 +24,17 @@ std::vector<float> floats_of(const TensorView& t) {
   for (size_t i = 0; i < v.size(); ++i) {
     uint16_t h;
     switch (t.type) {
-      case DType::F32: std::memcpy(&v[i], t.data + 4 * i, 4); break;
-      case DType::F16: std::memcpy(&h, t.data + 2 * i, 2); v[i] = f16_to_f32(h); break;
-      default: std::memcpy(&h, t.data + 2 * i, 2); v[i] = bf16_to_f32(h); break;
+      case DType::F32:
+        std::memcpy(&v[i], t.data + 4 * i, 4);
+        break;
+      case DType::F16:
+        std::memcpy(&h, t.data + 2 * i, 2);
+        v[i] = f16_to_f32(h);
+        break;
+      default:
+        std::memcpy(&h, t.data + 2 * i, 2);
+        v[i] = bf16_to_f32(h);
+        break;
     }
   }
   return v;
@@ -91,10 +99,9 @@ TEST(Safetensors, WriterRejectsOtherTypesAndBadSizes) {
 }
 
 TEST(Safetensors, UnsupportedDtypesAreSetAside) {
-  std::string header =
-      R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
-      R"("w":{"dtype":"F32","shape":[2],"data_offsets":[16,24]},)"
-      R"("scale":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[24,28]}})";
+  std::string header = R"({"ids":{"dtype":"I64","shape":[2],"data_offsets":[0,16]},)"
+                       R"("w":{"dtype":"F32","shape":[2],"data_offsets":[16,24]},)"
+                       R"("scale":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[24,28]}})";
   auto path = test::temp_dir("st") + "/mixed.safetensors";
   test::write_file(path, test::raw_safetensors(header, std::string(28, '\0')));
   SafetensorsFile f(path);
@@ -136,12 +143,12 @@ TEST(Safetensors, DamagedFilesAreClearErrors) {
       {"negative_dim", st(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8),
        "dimension"},
       {"missing_offsets", st(R"({"w":{"dtype":"F32","shape":[2]}})", 8), "data_offsets"},
-      {"offsets_out_of_range",
-       st(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8), "extend past"},
+      {"offsets_out_of_range", st(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8),
+       "extend past"},
       {"reversed_offsets", st(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8),
        "reversed"},
-      {"wrong_size_for_shape",
-       st(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "needs 12"},
+      {"wrong_size_for_shape", st(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
+       "needs 12"},
       {"wrong_size_unsupported_dtype",
        st(R"({"w":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})", 8), "needs 16"},
       {"overlap",

@@ -114,7 +114,7 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegative) {
   p.repetition_penalty = 2.0f;
   p.penalty_last_n = 4;  // looks at {0, 1, 1, 0}: token 3 is outside the window
   apply_repetition_penalty(l.data(), 4, ctx.data(), 5, p);
-  EXPECT_EQ(l[0], 1.0f);   // once, though it appears twice
+  EXPECT_EQ(l[0], 1.0f);  // once, though it appears twice
   EXPECT_EQ(l[1], -4.0f);
   EXPECT_EQ(l[2], 2.0f);
   EXPECT_EQ(l[3], 1.0f);

@@ -249,11 +249,11 @@ TEST(ServerProtocol, ResponseFormatIsParsedAndCompiled) {
   EXPECT_FALSE(sorted.accept_bytes(R"({"alpha")"));
 
   // Errors name the field; an unsupported schema names the place in the schema.
-  for (const json& bad : {json("json"), json{{"type", 1}}, json::object(),
-                          json{{"type", "json_schema"}},
-                          json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}},
-                          json{{"type", "json_schema"}, {"json_schema", {{"schema", "string"}}}},
-                          json{{"type", "regex"}}}) {
+  for (const json& bad :
+       {json("json"), json{{"type", 1}}, json::object(), json{{"type", "json_schema"}},
+        json{{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}},
+        json{{"type", "json_schema"}, {"json_schema", {{"schema", "string"}}}},
+        json{{"type", "regex"}}}) {
     ApiError e = error_of(with_format(bad).dump(), Endpoint::ChatCompletions);
     EXPECT_EQ(e.status, 400) << bad.dump();
     EXPECT_EQ(e.param, "response_format") << bad.dump();
@@ -262,8 +262,9 @@ TEST(ServerProtocol, ResponseFormatIsParsedAndCompiled) {
       with_format({{"type", "json_schema"},
                    {"json_schema",
                     {{"name", "x"},
-                     {"schema", {{"type", "object"},
-                                 {"properties", {{"n", {{"type", "integer"}, {"multipleOf", 3}}}}}}}}}})
+                     {"schema",
+                      {{"type", "object"},
+                       {"properties", {{"n", {{"type", "integer"}, {"multipleOf", 3}}}}}}}}}})
           .dump(),
       Endpoint::ChatCompletions);
   EXPECT_EQ(e.status, 400);
@@ -299,8 +300,9 @@ TEST(ServerProtocol, LogprobsAndN) {
   EXPECT_EQ(completion({{"prompt", "x"}, {"n", 1}}).n, 1);
   expect_400({{"prompt", "x"}, {"n", 0}}, "n");
   EXPECT_EQ(error_of(json{{"prompt", "x"}, {"n", 2}}.dump()).code, "unsupported_value");
-  EXPECT_TRUE(chat({{"messages", msgs}, {"stream", true}, {"stream_options", {{"include_usage", true}}}})
-                  .include_usage);
+  EXPECT_TRUE(
+      chat({{"messages", msgs}, {"stream", true}, {"stream_options", {{"include_usage", true}}}})
+          .include_usage);
 }
 
 TEST(ServerProtocol, InvalidJson) {

@@ -38,8 +38,8 @@ TEST_P(GreedyParity, EveryDrafterAndKMatchesPlainDecoding) {
       int drafted = 0, accepted = 0;
       for (size_t i = 0; i < reqs.size(); ++i) {
         ASSERT_EQ(spec[i].tokens, plain[i].tokens)
-            << "drafter " << int(kind) << " k " << so.k << (so.adaptive ? " auto" : "")
-            << " tree " << so.tree_extra << " prompt " << i;
+            << "drafter " << int(kind) << " k " << so.k << (so.adaptive ? " auto" : "") << " tree "
+            << so.tree_extra << " prompt " << i;
         drafted += spec[i].stats.drafted;
         accepted += spec[i].stats.accepted;
       }
@@ -131,12 +131,17 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
     // in the tokens so far (spec/draft_stop.h): a stopping rule that must not
     // bias the output either.
     const std::pair<DraftKind, SpecOptions> setups[] = {
-        {DraftKind::None, {2, false}},         {DraftKind::Other, {2, false}},
-        {DraftKind::SameQuantized, {2, false}}, {DraftKind::Ngram, {2, false}},
-        {DraftKind::Other, {3, true}},          {DraftKind::OtherLookup, {2, false}},
+        {DraftKind::None, {2, false}},
+        {DraftKind::Other, {2, false}},
+        {DraftKind::SameQuantized, {2, false}},
+        {DraftKind::Ngram, {2, false}},
+        {DraftKind::Other, {3, true}},
+        {DraftKind::OtherLookup, {2, false}},
         // Trees: recursive rejection sampling among a draft's siblings.
-        {DraftKind::Other, {2, false, true, 2}}, {DraftKind::SameQuantized, {2, false, true, 2}},
-        {DraftKind::Ngram, {2, false, true, 2}}, {DraftKind::Other, {3, true, true, 3}}};
+        {DraftKind::Other, {2, false, true, 2}},
+        {DraftKind::SameQuantized, {2, false, true, 2}},
+        {DraftKind::Ngram, {2, false, true, 2}},
+        {DraftKind::Other, {3, true, true, 3}}};
     for (auto [kind, so] : setups) {
       auto results = run(m, kind, so, reqs);
       std::vector<long> count(joint.size());
@@ -343,8 +348,7 @@ TEST(AdaptiveKExploration, NoRoundDraftsWhereThePriorCostRulesDraftingOut) {
   Models m = load_models(Arch::Llama, 384, false);
   ThreadPool pool(1);
   std::vector<std::vector<int>> log;
-  Engine engine =
-      recording_engine(*m.target, pool, std::make_unique<RecordingDrafter>(&log, 2.0));
+  Engine engine = recording_engine(*m.target, pool, std::make_unique<RecordingDrafter>(&log, 2.0));
   for (int i = 0; i < 4; ++i)
     engine.submit(greedy_request(test::pseudo_random_ids(6, 384, 20 + i), 12));
   engine.run();

@@ -92,9 +92,9 @@ TEST(SpecRealModels, QwenCoderPairGreedyParity) {
   // Adaptive K (drafts stopped early by the draft's confidence) with the draft
   // restricted to the first 32768 ids, as the CLI runs it.
   drafted = 0;
-  auto adaptive = generate_all(
-      *target, std::make_unique<ModelDrafter>(*draft, *target, pool, kv, 32768), {12, true},
-      pool, &drafted);
+  auto adaptive =
+      generate_all(*target, std::make_unique<ModelDrafter>(*draft, *target, pool, kv, 32768),
+                   {12, true}, pool, &drafted);
   expect_same(plain, adaptive, "Qwen2.5-Coder 0.5B -> 1.5B, auto");
   EXPECT_GT(drafted, 0);
 }

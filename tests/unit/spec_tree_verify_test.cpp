@@ -55,7 +55,9 @@ void expect_follows(const char* label, const std::vector<long>& count,
   // gives a p-value of about 0.
   EXPECT_GT(chi.p_value, 0.001) << label;
   for (size_t i = 0; i < probs.size(); ++i) {
-    if (probs[i] == 0) { EXPECT_EQ(count[i], 0) << label << ": token " << i << " has p = 0"; }
+    if (probs[i] == 0) {
+      EXPECT_EQ(count[i], 0) << label << ": token " << i << " has p = 0";
+    }
   }
 }
 
@@ -66,8 +68,8 @@ constexpr int kTrials = 200000;
 TEST(TreeSampling, FixedCandidatesKeepP) {
   const std::vector<double> p{0.3, 0.05, 0.25, 0.1, 0.0, 0.2, 0.1};
   const auto pd = dist_of(p);
-  for (const std::vector<int>& cands : {std::vector<int>{2, 5}, std::vector<int>{4, 0, 6},
-                                        std::vector<int>{1, 3, 5, 6}}) {
+  for (const std::vector<int>& cands :
+       {std::vector<int>{2, 5}, std::vector<int>{4, 0, 6}, std::vector<int>{1, 3, 5, 6}}) {
     Rng rng(11);
     std::vector<long> count(p.size());
     for (int t = 0; t < kTrials; ++t) {
@@ -127,12 +129,12 @@ TEST(TreeSampling, AcceptanceGrowsWithCandidates) {
 TEST(TreeSampling, TwoLevelTreeEmitsTheTargetsJointDistribution) {
   const int V = 4;
   const std::vector<std::vector<double>> rows{
-      {0.2, 0.3, 0.4, 0.1},    // root: row 0
-      {0.1, 0.1, 0.5, 0.3},    // after token 0 (node 0, A)
-      {0.6, 0.2, 0.1, 0.1},    // after token 1 (node 1, B)
+      {0.2, 0.3, 0.4, 0.1},      // root: row 0
+      {0.1, 0.1, 0.5, 0.3},      // after token 0 (node 0, A)
+      {0.6, 0.2, 0.1, 0.1},      // after token 1 (node 1, B)
       {0.25, 0.25, 0.25, 0.25},  // after node 2 (token 2 under A)
-      {0.7, 0.1, 0.1, 0.1},    // after node 3 (token 3 under A)
-      {0.1, 0.2, 0.3, 0.4}};   // after node 4 (token 0 under B)
+      {0.7, 0.1, 0.1, 0.1},      // after node 3 (token 3 under A)
+      {0.1, 0.2, 0.3, 0.4}};     // after node 4 (token 0 under B)
   Draft d;
   d.tokens = {0, 1, 2, 3, 0};
   d.parent = {-1, -1, 0, 0, 1};

@@ -80,7 +80,8 @@ TEST(SpeculativeSampling, AcceptanceRateIsSumOfMinPQ) {
   Rng rng(7);
   const int trials = 100000;
   int accepted = 0, correction = -1;
-  for (int i = 0; i < trials; ++i) accepted += accept_or_resample(pd, &qd, qd.sample(rng), rng, &correction);
+  for (int i = 0; i < trials; ++i)
+    accepted += accept_or_resample(pd, &qd, qd.sample(rng), rng, &correction);
   // Binomial standard deviation at 0.7: sqrt(0.21 / 1e5) = 0.0014; allow 5 sigma.
   EXPECT_NEAR(accepted / double(trials), 0.2 + 0.3 + 0.2, 0.007);
 }
@@ -88,7 +89,7 @@ TEST(SpeculativeSampling, AcceptanceRateIsSumOfMinPQ) {
 TEST(GreedyVerify, AcceptsWhileArgmaxMatchesThenCorrects) {
   const int V = 5;
   // Rows predict draft tokens 0..2 and the bonus: argmaxes 1, 3, 4, 2.
-  std::vector<float> logits = {0, 9, 0, 0, 0,  0, 0, 0, 9, 0,  0, 0, 0, 0, 9,  0, 0, 9, 0, 0};
+  std::vector<float> logits = {0, 9, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 9, 0, 0, 9, 0, 0};
   Draft d;
   d.tokens = {1, 3, 4};
   Rng rng(1);
@@ -112,7 +113,7 @@ TEST(GreedyVerify, RepetitionPenaltySeesAcceptedDrafts) {
   // Row 1 prefers token 1 only slightly over token 2; token 1 was drafted at
   // position 0, so the penalty (context grown by the draft) flips row 1 to 2.
   const int V = 3;
-  std::vector<float> logits = {0, 5, 0,  0, 2.0f, 1.5f,  1, 0, 0};
+  std::vector<float> logits = {0, 5, 0, 0, 2.0f, 1.5f, 1, 0, 0};
   Draft d;
   d.tokens = {1, 1};
   SamplingParams sp;
@@ -269,8 +270,8 @@ TEST(DraftStop, CalibrationLearnsAcceptanceByConfidence) {
   d.tokens = {1, 2, 3};
   d.confidence = {0.01f, 0.51f, 0.99f};
   for (int i = 0; i < 500; ++i) fresh.record(d, 1);
-  EXPECT_GT(fresh.acceptance(0.01f), 0.95);      // accepted every time
-  EXPECT_LT(fresh.acceptance(0.51f), 0.05);      // rejected every time
+  EXPECT_GT(fresh.acceptance(0.01f), 0.95);           // accepted every time
+  EXPECT_LT(fresh.acceptance(0.51f), 0.05);           // rejected every time
   EXPECT_NEAR(fresh.acceptance(0.99f), 0.975, 1e-9);  // never judged: its prior
 }
 

@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "structured/grammar_matcher.h"
-#include "support/byte_vocabulary.h"
 #include "structured/json_schema.h"
+#include "support/byte_vocabulary.h"
 #include "support/json_schema_validator.h"
 
 namespace tandem::structured {
@@ -65,10 +65,9 @@ TEST(StructuredConformance, Draft7Suite) {
           ++invalid_checked;
           EXPECT_FALSE(accepted) << where << ": the grammar accepts the invalid " << text;
         }
-        const std::string violation =
-            test::schema_violation(nlohmann::json::parse(text), schema);
-        EXPECT_EQ(violation.empty(), valid) << where << ": the validator says '" << violation
-                                            << "' of " << text;
+        const std::string violation = test::schema_violation(nlohmann::json::parse(text), schema);
+        EXPECT_EQ(violation.empty(), valid)
+            << where << ": the validator says '" << violation << "' of " << text;
       }
     }
   }

@@ -84,8 +84,8 @@ class StructuredConstraintEngine : public ::testing::Test {
     uint64_t seed = 7;
     for (const Task& t : kTasks) {
       Request r;
-      r.prompt = tok.encode(render_chat(family, model_->chat_template(), {{"user", t.prompt}}, true),
-                            false, true);
+      r.prompt = tok.encode(
+          render_chat(family, model_->chat_template(), {{"user", t.prompt}}, true), false, true);
       r.params.max_tokens = 200;
       r.params.sampling.temperature = temperature;
       r.params.sampling.seed = seed++;

@@ -39,7 +39,8 @@ const LoadedVocab& load(const std::string& name) {
   LoadedVocab v;
   int n_ids = 0;
   if (name == "llama3") {
-    v.tok = Tokenizer::from_hf_json(test::shared_testdata_dir() + "/tokenizers/llama3/tokenizer.json");
+    v.tok =
+        Tokenizer::from_hf_json(test::shared_testdata_dir() + "/tokenizers/llama3/tokenizer.json");
   } else {
     std::string path;
     if (name == "smollm2") path = test::cached_model("smollm2-135m-instruct-q4_1.gguf");
@@ -287,10 +288,12 @@ TEST_P(StructuredMatcherVocab, DocumentsTokenByToken) {
         "{\n  \"name\": \"\\u00e9\\n\",\n  \"age\": 0,\n  \"tags\": []\n}",
         R"({"name":"x","age":7,"email":"ab@cd.org","tags":["b"],"score":-1.5e-3,"ok":false})"},
        {R"({"name": "x", "age": 131, "tags": []})", R"({"name": "x", "tags": [], "age": 1})",
-        R"({"name": "x", "age": 1, "tags": ["e"]})", R"({"name": "x", "age": 1, "tags": [], "y": 1})",
+        R"({"name": "x", "age": 1, "tags": ["e"]})",
+        R"({"name": "x", "age": 1, "tags": [], "y": 1})",
         R"({"name": "x", "age": 1, "email": "AB@cd.org", "tags": []})", R"({"name": "x", "age": 1)",
         R"({"name": "0123456789abc", "age": 1, "tags": []})"}},
-      {kSchemas[1], {R"({"v": -5, "kids": [{"v": 5}, {"v": 0, "kids": []}]})"},
+      {kSchemas[1],
+       {R"({"v": -5, "kids": [{"v": 5}, {"v": 0, "kids": []}]})"},
        {R"({"v": 6})", R"({"v": 1, "kids": [{"v": 1}, {"v": 2}, {"v": 3}]})"}},
       {kSchemas[4], {R"({"a": 1, "b": -2})", "{}"}, {R"({"a": "1"})", R"({"a": 1.5})"}},
   };

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "structured/grammar_matcher.h"
-#include "support/byte_vocabulary.h"
-#include "support/test_util.h"
 #include "structured/json_lexical.h"
 #include "structured/json_schema.h"
+#include "support/byte_vocabulary.h"
+#include "support/test_util.h"
 
 namespace tandem::structured {
 namespace {
@@ -19,8 +19,7 @@ using ojson = nlohmann::ordered_json;
 
 class Doc {
  public:
-  explicit Doc(const std::string& schema)
-      : grammar_(compile_json_schema(ojson::parse(schema))) {}
+  explicit Doc(const std::string& schema) : grammar_(compile_json_schema(ojson::parse(schema))) {}
   explicit Doc(std::shared_ptr<const Grammar> g) : grammar_(std::move(g)) {}
 
   // Whether `text` is a whole document of the grammar.
@@ -45,15 +44,30 @@ std::string error_of(const std::string& schema) {
 
 TEST(StructuredSchema, AnyJsonObject) {
   Doc d(any_json_object_grammar());
-  for (const char* ok : {"{}", "{ }", R"({"a":1})", R"({"a": 1, "b": [true, null, "x", []], "c": {"d": -1.5e3}})",
-                         "{\n  \"a\": {\"b\": {\"c\": [1, 2.25, -0, 1E+2]}}\n}", R"({"":""})",
-                         R"({"a":"\u00e9\n\t\"\\\/ \ud83d\ude00 é 😀"})"})
+  for (const char* ok :
+       {"{}", "{ }", R"({"a":1})", R"({"a": 1, "b": [true, null, "x", []], "c": {"d": -1.5e3}})",
+        "{\n  \"a\": {\"b\": {\"c\": [1, 2.25, -0, 1E+2]}}\n}", R"({"":""})",
+        R"({"a":"\u00e9\n\t\"\\\/ \ud83d\ude00 é 😀"})"})
     EXPECT_TRUE(d.accepts(ok)) << ok;
-  for (const char* bad : {"[]", "1", R"({"a"})", R"({"a":1,})", "{'a':1}", R"({"a":01})",
-                          " {}", "{}\n", R"({"a":1.})", R"({"a":.5})", R"({"a":+1})",
-                          R"({"a":tru})", R"({"a":"\x"})", R"({"a":"\ud83d"})",
-                          R"({"a":"\udc00"})", "{\"a\":\"\x01\"}", "{\"a\":\"\xC0\x80\"}",
-                          "{\"a\":\"\xED\xA0\x80\"}", "{\"a\":\"\xF4\x90\x80\x80\"}",
+  for (const char* bad : {"[]",
+                          "1",
+                          R"({"a"})",
+                          R"({"a":1,})",
+                          "{'a':1}",
+                          R"({"a":01})",
+                          " {}",
+                          "{}\n",
+                          R"({"a":1.})",
+                          R"({"a":.5})",
+                          R"({"a":+1})",
+                          R"({"a":tru})",
+                          R"({"a":"\x"})",
+                          R"({"a":"\ud83d"})",
+                          R"({"a":"\udc00"})",
+                          "{\"a\":\"\x01\"}",
+                          "{\"a\":\"\xC0\x80\"}",
+                          "{\"a\":\"\xED\xA0\x80\"}",
+                          "{\"a\":\"\xF4\x90\x80\x80\"}",
                           R"({"a":1}})"})
     EXPECT_FALSE(d.accepts(bad)) << bad;
   EXPECT_TRUE(d.prefix(R"({"a": [1, {"b")"));
@@ -86,7 +100,8 @@ TEST(StructuredSchema, ObjectPropertiesInSchemaOrder) {
   EXPECT_FALSE(d.accepts(R"({"name":"Ann","age":3.5,"tags":[]})"));
   EXPECT_FALSE(d.accepts(R"({"name":"Ann",,"tags":[]})"));
   // All optional: the empty object and any in-order subset.
-  Doc o(R"({"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}}})");
+  Doc o(
+      R"({"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "integer"}}})");
   for (const char* ok : {"{}", R"({"a":1})", R"({"b":1})", R"({"c":1})", R"({"a":1,"c":3})",
                          R"({"b":1,"c":3})", R"({"a":1,"b":2,"c":3})"})
     EXPECT_TRUE(o.accepts(ok)) << ok;
@@ -107,11 +122,12 @@ TEST(StructuredSchema, MapsAndClosedObjects) {
 }
 
 TEST(StructuredSchema, IntegerRangesExactly) {
-  for (auto [lo, hi] : {std::pair{-15, 123}, std::pair{0, 9}, std::pair{-100, -7}, std::pair{10, 10},
-                        std::pair{1, 1000}, std::pair{-9, 99}}) {
+  for (auto [lo, hi] : {std::pair{-15, 123}, std::pair{0, 9}, std::pair{-100, -7},
+                        std::pair{10, 10}, std::pair{1, 1000}, std::pair{-9, 99}}) {
     Doc d(fmt::format(R"({{"type": "integer", "minimum": {}, "maximum": {}}})", lo, hi));
     for (int x = -1200; x <= 1200; ++x)
-      ASSERT_EQ(d.accepts(std::to_string(x)), x >= lo && x <= hi) << x << " in [" << lo << "," << hi << "]";
+      ASSERT_EQ(d.accepts(std::to_string(x)), x >= lo && x <= hi)
+          << x << " in [" << lo << "," << hi << "]";
     EXPECT_FALSE(d.accepts("-0"));
     EXPECT_FALSE(d.accepts("00"));
   }
@@ -125,8 +141,10 @@ TEST(StructuredSchema, IntegerRangesExactly) {
 
 TEST(StructuredSchema, NumbersBooleansNull) {
   Doc n(R"({"type": "number"})");
-  for (const char* ok : {"0", "-0", "1.5", "-12.25e-3", "3E7", "0.000"}) EXPECT_TRUE(n.accepts(ok)) << ok;
-  for (const char* bad : {"01", "1.", ".1", "1e", "--1", "NaN", "Infinity"}) EXPECT_FALSE(n.accepts(bad)) << bad;
+  for (const char* ok : {"0", "-0", "1.5", "-12.25e-3", "3E7", "0.000"})
+    EXPECT_TRUE(n.accepts(ok)) << ok;
+  for (const char* bad : {"01", "1.", ".1", "1e", "--1", "NaN", "Infinity"})
+    EXPECT_FALSE(n.accepts(bad)) << bad;
   Doc b(R"({"type": ["boolean", "null"]})");
   EXPECT_TRUE(b.accepts("true"));
   EXPECT_TRUE(b.accepts("false"));
@@ -149,7 +167,8 @@ TEST(StructuredSchema, EnumAndConst) {
   Doc e(R"({"enum": ["red", "green", 3, null, {"k": [1]}, "a\"b"]})");
   for (const char* ok : {R"("red")", R"("green")", "3", "null", R"({"k":[1]})", R"("a\"b")"})
     EXPECT_TRUE(e.accepts(ok)) << ok;
-  for (const char* bad : {R"("blue")", R"("re")", "4", R"({"k": [1]})"}) EXPECT_FALSE(e.accepts(bad)) << bad;
+  for (const char* bad : {R"("blue")", R"("re")", "4", R"({"k": [1]})"})
+    EXPECT_FALSE(e.accepts(bad)) << bad;
   Doc typed(R"({"type": "string", "enum": ["a", 1, "b"]})");
   EXPECT_TRUE(typed.accepts(R"("a")"));
   EXPECT_FALSE(typed.accepts("1"));
@@ -186,7 +205,8 @@ TEST(StructuredSchema, Patterns) {
 TEST(StructuredSchema, Arrays) {
   Doc d(R"({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3})");
   for (const char* ok : {"[1,2]", "[1, 2, 3]", "[ 1 ,2 ]"}) EXPECT_TRUE(d.accepts(ok)) << ok;
-  for (const char* bad : {"[]", "[1]", "[1,2,3,4]", "[1,]", R"([1,"2"])"}) EXPECT_FALSE(d.accepts(bad)) << bad;
+  for (const char* bad : {"[]", "[1]", "[1,2,3,4]", "[1,]", R"([1,"2"])"})
+    EXPECT_FALSE(d.accepts(bad)) << bad;
   Doc any(R"({"type": "array"})");
   EXPECT_TRUE(any.accepts(R"([1, "a", [], {}, null])"));
   Doc none(R"({"type": "array", "maxItems": 0})");
@@ -195,7 +215,8 @@ TEST(StructuredSchema, Arrays) {
 }
 
 TEST(StructuredSchema, AnyOfRefsAndRecursion) {
-  Doc d(R"({"anyOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},
+  Doc d(
+      R"({"anyOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},
                       {"type": "object", "properties": {"kind": {"const": "b"}, "y": {"type": "string"}}, "required": ["kind", "y"]}]})");
   EXPECT_TRUE(d.accepts(R"({"kind":"a","x":1})"));
   EXPECT_TRUE(d.accepts(R"({"kind":"b","y":"s"})"));
@@ -203,7 +224,8 @@ TEST(StructuredSchema, AnyOfRefsAndRecursion) {
   Doc tree(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
               "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"]}},
               "$ref": "#/$defs/node"})");
-  EXPECT_TRUE(tree.accepts(R"({"v":1,"children":[{"v":2},{"v":3,"children":[{"v":4,"children":[]}]}]})"));
+  EXPECT_TRUE(
+      tree.accepts(R"({"v":1,"children":[{"v":2},{"v":3,"children":[{"v":4,"children":[]}]}]})"));
   EXPECT_FALSE(tree.accepts(R"({"v":1,"children":[{"children":[]}]})"));
   Doc list(R"({"$defs": {"list": {"anyOf": [{"type": "null"},
               {"type": "object", "properties": {"head": {"type": "integer"}, "tail": {"$ref": "#/$defs/list"}},
@@ -211,11 +233,13 @@ TEST(StructuredSchema, AnyOfRefsAndRecursion) {
   EXPECT_TRUE(list.accepts(R"({"head":1,"tail":{"head":2,"tail":null}})"));
   EXPECT_FALSE(list.accepts(R"({"head":1})"));
   // oneOf whose alternatives cannot overlap: different types, tagged objects, disjoint enums.
-  Doc one(R"({"$defs": {"a": {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]}},
+  Doc one(
+      R"({"$defs": {"a": {"type": "object", "properties": {"kind": {"const": "a"}}, "required": ["kind"]}},
              "oneOf": [{"type": "integer"}, {"type": ["string", "null"]}, {"$ref": "#/$defs/a"},
                        {"type": "object", "properties": {"kind": {"enum": ["b", "c"]}, "n": {"type": "integer"}},
                         "required": ["kind", "n"]}, {"enum": [true]}, {"enum": [[1], [2]]}]})");
-  for (const char* ok : {"1", R"("s")", "null", R"({"kind":"a"})", R"({"kind":"c","n":2})", "true", "[2]"})
+  for (const char* ok :
+       {"1", R"("s")", "null", R"({"kind":"a"})", R"({"kind":"c","n":2})", "true", "[2]"})
     EXPECT_TRUE(one.accepts(ok)) << ok;
   EXPECT_FALSE(one.accepts(R"({"kind":"a","n":2})"));
   Doc root_ref(R"({"type": "object", "properties": {"next": {"$ref": "#"}}})");
@@ -233,7 +257,8 @@ TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
        "#/properties/age/multipleOf", "multipleOf"},
       {R"({"type": "array", "uniqueItems": true})", "#/uniqueItems", "uniqueItems"},
       {R"({"not": {"type": "string"}})", "#/not", "not"},
-      {R"({"type": "object", "patternProperties": {"^a": {}}})", "#/patternProperties", "patternProperties"},
+      {R"({"type": "object", "patternProperties": {"^a": {}}})", "#/patternProperties",
+       "patternProperties"},
       {R"({"type": "string", "pattern": "(a)\\1"})", "#/pattern", "back-reference"},
       {R"j({"type": "string", "pattern": "a(?=b)"})j", "#/pattern", "lookaround"},
       {R"({"type": "string", "pattern": "\\bword"})", "#/pattern", "word boundary"},
@@ -276,7 +301,8 @@ TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
   EXPECT_NE(error_of(deep_regex).find("nested deeper than"), std::string::npos);
   // Neutral values of refused keywords and annotations are fine.
   EXPECT_EQ(error_of(R"({"type": "array", "uniqueItems": false, "title": "t", "description": "d",
-                         "default": [], "examples": [[1]], "x-vendor": 1})"), "");
+                         "default": [], "examples": [[1]], "x-vendor": 1})"),
+            "");
 }
 
 }  // namespace

@@ -96,8 +96,7 @@ TEST(SyntheticModel, HFLoadsAsSpecified) {
       s.weight_type = DType::BF16;
       s.tied_embeddings = arch == Arch::Llama;
       s.llama3_rope_scaling = arch == Arch::Llama;
-      auto m = Model::load(
-          test::write_synthetic_hf_dir(s, test::temp_dir("syn") + "/hf", sharded));
+      auto m = Model::load(test::write_synthetic_hf_dir(s, test::temp_dir("syn") + "/hf", sharded));
       EXPECT_EQ(m->format(), "hf");
       expect_loaded(*m, s);
       EXPECT_EQ(m->weights().layers[1].wq.type, DType::BF16);
@@ -153,8 +152,7 @@ TEST(SyntheticModel, KQuantsNeedRowsOf256) {
 TEST(SyntheticModel, AllFilesHoldTheSameValues) {
   for (Arch arch : {Arch::Llama, Arch::Qwen2})
     for (DType type : {DType::F32, DType::F16, DType::BF16}) {
-      SCOPED_TRACE(fmt::format("{} {}", arch == Arch::Llama ? "llama" : "qwen2",
-                               dtype_name(type)));
+      SCOPED_TRACE(fmt::format("{} {}", arch == Arch::Llama ? "llama" : "qwen2", dtype_name(type)));
       test::SyntheticSpec s;
       s.arch = arch;
       s.weight_type = type;

@@ -79,16 +79,17 @@ TEST_P(SyntheticInvariance, LogitsIndependentOfBatchShape) {
   expect_batch_invariant(*m, 26);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, SyntheticInvariance,
-    ::testing::Combine(::testing::Values(Arch::Llama, Arch::Qwen2),
-                       ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                         DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K,
-                                         DType::Q5_K, DType::Q6_K)),
-    [](const ::testing::TestParamInfo<std::tuple<Arch, DType>>& info) {
-      return std::string(std::get<0>(info.param) == Arch::Llama ? "llama_" : "qwen2_") +
-             std::string(dtype_name(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(AllTypes, SyntheticInvariance,
+                         ::testing::Combine(::testing::Values(Arch::Llama, Arch::Qwen2),
+                                            ::testing::Values(DType::F32, DType::F16, DType::BF16,
+                                                              DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                                              DType::Q5_0, DType::Q4_K, DType::Q5_K,
+                                                              DType::Q6_K)),
+                         [](const ::testing::TestParamInfo<std::tuple<Arch, DType>>& info) {
+                           return std::string(std::get<0>(info.param) == Arch::Llama ? "llama_"
+                                                                                     : "qwen2_") +
+                                  std::string(dtype_name(std::get<1>(info.param)));
+                         });
 
 TEST(Transformer, SmolLM2BatchInvariant) {
   auto m = Model::load(test::cached_model("smollm2-135m-instruct-q4_1.gguf"));
@@ -182,8 +183,8 @@ TEST(Transformer, BatchesLongerThanAPassGiveTheSameLogits) {
   const int V = whole.vocab_size();
   auto ids = test::pseudo_random_ids(16, V, 11);
   ForwardBatch all;
-  all.add_sequence(0, ids.data(), 7, 0, true, false);       // rows 0..6
-  all.add_sequence(1, ids.data() + 7, 9, 0, true, false);   // rows 7..15
+  all.add_sequence(0, ids.data(), 7, 0, true, false);      // rows 0..6
+  all.add_sequence(1, ids.data() + 7, 9, 0, true, false);  // rows 7..15
   ForwardBatch picked = all;
   picked.logit_rows = {15, 8, 8, 6, 3, 0};
   for (bool restricted : {false, true}) {
@@ -200,8 +201,8 @@ TEST(Transformer, BatchesLongerThanAPassGiveTheSameLogits) {
     passes_of_4.forward(picked, b, got.data());
     for (int s = 0; s < 2; ++s) EXPECT_EQ(a.length(s), b.length(s));
     for (size_t j = 0; j < picked.logit_rows.size(); ++j)
-      ASSERT_EQ(0, std::memcmp(&got[j * V], &want[size_t(picked.logit_rows[j]) * V],
-                               V * sizeof(float)))
+      ASSERT_EQ(
+          0, std::memcmp(&got[j * V], &want[size_t(picked.logit_rows[j]) * V], V * sizeof(float)))
           << "output row " << j << " (batch row " << picked.logit_rows[j] << ")"
           << (restricted ? " with output ranges" : "");
   }

@@ -50,9 +50,9 @@ std::vector<int> random_tree(int n, uint32_t seed) {
 }
 
 std::vector<std::vector<int>> tree_shapes() {
-  return {chain_tree(8),        star_tree(6),         star_tree(17),        caterpillar_tree(9),
-          caterpillar_tree(20), random_tree(5, 1),    random_tree(20, 2),   random_tree(20, 3),
-          random_tree(13, 4)};
+  return {chain_tree(8),       star_tree(6),         star_tree(17),
+          caterpillar_tree(9), caterpillar_tree(20), random_tree(5, 1),
+          random_tree(20, 2),  random_tree(20, 3),   random_tree(13, 4)};
 }
 
 // The nodes from the root down to node j.
@@ -162,7 +162,7 @@ class TreeForward : public ::testing::TestWithParam<std::tuple<bool, DType, bool
 
 TEST_P(TreeForward, NodeLogitsAreThoseOfTheirPathsAsChains) {
   const TreeSetup s{std::get<0>(GetParam()), std::get<1>(GetParam()), std::get<2>(GetParam()),
-                std::get<3>(GetParam())};
+                    std::get<3>(GetParam())};
   auto m = Model::load(synthetic_model(), {.reference = s.reference});
   ThreadPool pool(2);
   Transformer tf(*m, pool, s.max_tokens);
@@ -176,16 +176,17 @@ TEST_P(TreeForward, NodeLogitsAreThoseOfTheirPathsAsChains) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Caches, TreeForward,
-    ::testing::Combine(::testing::Bool(), ::testing::Values(DType::F16, DType::F32),
-                       ::testing::Bool(), ::testing::Values(Transformer::kDefaultMaxTokens, 3)),
-    [](const auto& info) {
-      return std::string(std::get<0>(info.param) ? "paged_" : "contiguous_") +
-             std::string(dtype_name(std::get<1>(info.param))) +
-             (std::get<2>(info.param) ? "_reference" : "_simd") +
-             (std::get<3>(info.param) == 3 ? "_passes_of_3" : "_one_pass");
-    });
+INSTANTIATE_TEST_SUITE_P(Caches, TreeForward,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Values(DType::F16, DType::F32),
+                                            ::testing::Bool(),
+                                            ::testing::Values(Transformer::kDefaultMaxTokens, 3)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "paged_" : "contiguous_") +
+                                  std::string(dtype_name(std::get<1>(info.param))) +
+                                  (std::get<2>(info.param) ? "_reference" : "_simd") +
+                                  (std::get<3>(info.param) == 3 ? "_passes_of_3" : "_one_pass");
+                         });
 
 // Two slots' trees in one batch, between plain sequences of other slots: each
 // node's logits are still its path's.
@@ -205,9 +206,9 @@ TEST(TreeForwardBatch, TreesOfSeveralSlotsShareAPass) {
   }
   tf.forward(b, cache, nullptr);
   b.clear();
-  b.add_tree(0, drafts.data(), star.data(), 4, kPrefix, true);       // rows 0..3
-  b.add_sequence(1, drafts.data(), 3, kPrefix, true, false);          // rows 4..6
-  b.add_tree(1, drafts.data(), cat.data(), 9, kPrefix + 3, true);     // rows 7..15
+  b.add_tree(0, drafts.data(), star.data(), 4, kPrefix, true);     // rows 0..3
+  b.add_sequence(1, drafts.data(), 3, kPrefix, true, false);       // rows 4..6
+  b.add_tree(1, drafts.data(), cat.data(), 9, kPrefix + 3, true);  // rows 7..15
   std::vector<float> got(size_t(b.size()) * V);
   tf.forward(b, cache, got.data());
   for (int j = 0; j < 4; ++j) {

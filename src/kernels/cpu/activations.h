@@ -32,8 +32,8 @@
 
 namespace tandem::kernels::cpu {
 
-constexpr int kChunk = 256;        // elements per layout chunk
-constexpr int kGroup = 16;         // elements per group (one 32-bit lane of results)
+constexpr int kChunk = 256;  // elements per layout chunk
+constexpr int kGroup = 16;   // elements per group (one 32-bit lane of results)
 constexpr int kGroupsPerChunk = kChunk / kGroup;
 
 inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
@@ -41,11 +41,11 @@ inline int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 // Filled by quantize_acts (cpu_kernels.h).
 struct QActs {
   int M = 0;
-  int64_t K = 0, Kp = 0;       // Kp: K rounded up to kChunk
-  int block = 0;               // elements per scale: 32 or 256
-  AlignedVector<int8_t> q;     // M x Kp, chunk layout above
-  AlignedVector<float> gsum;   // M x Kp / 16: sum of the codes of each group
-  AlignedVector<float> gd;     // M x Kp / 16: the scale of each group's block
+  int64_t K = 0, Kp = 0;      // Kp: K rounded up to kChunk
+  int block = 0;              // elements per scale: 32 or 256
+  AlignedVector<int8_t> q;    // M x Kp, chunk layout above
+  AlignedVector<float> gsum;  // M x Kp / 16: sum of the codes of each group
+  AlignedVector<float> gd;    // M x Kp / 16: the scale of each group's block
   const int8_t* row_q(int m) const { return q.data() + m * Kp; }
   const float* row_gsum(int m) const { return gsum.data() + m * (Kp / kGroup); }
   const float* row_gd(int m) const { return gd.data() + m * (Kp / kGroup); }

@@ -16,6 +16,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention_cpu.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
 #include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
@@ -257,8 +258,7 @@ HWY_INLINE void AccumulateChunk(float* o, const VF vc, const float* p, const flo
   for (int i = 0; i < NV; ++i) hn::StoreU(acc[i], df, o + i * L);
 }
 
-HWY_INLINE void AccumulateValues(float* o, float c, const float* p, const float* v, int n,
-                                 int hd) {
+HWY_INLINE void AccumulateValues(float* o, float c, const float* p, const float* v, int n, int hd) {
   const DF df;
   const int L = static_cast<int>(hn::Lanes(df));
   const VF vc = hn::Set(df, c);
@@ -303,23 +303,21 @@ HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const Pair* pairs, in
     // exp(-inf) = 0: the first block rescales nothing.
     RowState& st = *pairs[k].st;
     const float old_max = st.max;
-    c[k] = old_max == -INFINITY ? 0.0f
+    c[k] = old_max == -INFINITY    ? 0.0f
            : old_max == new_max[k] ? 1.0f
                                    : std::exp(old_max - new_max[k]);
     const auto vmax = hn::Set(df, new_max[k]);
     auto vsum = hn::Zero(df);
     for (int j = 0; j < kKeyBlock; j += L) {
-      const auto e =
-          hn::IfThenElseZero(valid(j, pairs[k].n),
-                             hn::Exp(df, hn::Sub(hn::LoadU(df, sc[k] + j), vmax)));
+      const auto e = hn::IfThenElseZero(valid(j, pairs[k].n),
+                                        hn::Exp(df, hn::Sub(hn::LoadU(df, sc[k] + j), vmax)));
       hn::StoreU(e, df, sc[k] + j);
       vsum = hn::Add(vsum, e);
     }
     st.denom = st.denom * c[k] + hn::GetLane(hn::SumOfLanes(df, vsum));
     st.max = new_max[k];
   }
-  for (int k = 0; k < count; ++k)
-    AccumulateValues(pairs[k].o, c[k], sc[k], v, pairs[k].n, hd);
+  for (int k = 0; k < count; ++k) AccumulateValues(pairs[k].o, c[k], sc[k], v, pairs[k].n, hd);
 }
 
 void AttendTile(const Job& job, int g, int r0, int r1, WorkerScratch& scratch) {
@@ -427,8 +425,8 @@ void CpuKernels::attend_batch(const AttentionCall* calls, int n_calls,
   } call{batch_jobs_, batch_first_, fn_.attend, workers_};
   pool().parallel_for(total, [&call](int64_t b, int64_t e, int thread) {
     // The call holding pair b, then each call the range reaches into.
-    size_t j = static_cast<size_t>(
-        std::upper_bound(call.first.begin(), call.first.end(), b) - call.first.begin() - 1);
+    size_t j = static_cast<size_t>(std::upper_bound(call.first.begin(), call.first.end(), b) -
+                                   call.first.begin() - 1);
     for (; j < call.jobs.size() && call.first[j] < e; ++j) {
       const int64_t begin = call.first[j], end = call.first[j + 1];
       call.attend(call.jobs[j], std::max(b, begin) - begin, std::min(e, end) - begin,

@@ -29,8 +29,8 @@ class CpuKernels final : public Kernels {
             RopeStyle style) override;
 
  protected:
-  void matmul_rows(const TensorView* const* Ws, int count, const float* x, int M,
-                   float* const* ys, int64_t ldy) override;  // matmul_cpu.cpp
+  void matmul_rows(const TensorView* const* Ws, int count, const float* x, int M, float* const* ys,
+                   int64_t ldy) override;  // matmul_cpu.cpp
   void attend_batch(const AttentionCall* calls, int n_calls,
                     const AttentionShape& shape) override;  // attention_cpu.cpp
 

@@ -6,6 +6,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/elementwise_cpu.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
 #include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>

@@ -20,15 +20,15 @@ struct WorkerScratch;
 
 struct MatmulChunk {
   DType type;
-  const uint8_t* w;  // row n starts at w + n * row_bytes
+  const uint8_t* w;                 // row n starts at w + n * row_bytes
   const uint8_t* packed = nullptr;  // the same rows in the packed layout, or null
   size_t row_bytes;
   int64_t K;
   int64_t n0, n1;
   int m0, m1;
-  const float* x = nullptr;      // float activations, M x K (float weight types)
-  const QActs* acts = nullptr;   // quantized activations (quantized weight types)
-  float* y;                      // y[m * ldy + n]
+  const float* x = nullptr;     // float activations, M x K (float weight types)
+  const QActs* acts = nullptr;  // quantized activations (quantized weight types)
+  float* y;                     // y[m * ldy + n]
   int64_t ldy;
   WorkerScratch* scratch = nullptr;  // the buffers of the thread running the chunk
   int64_t prefetch_bytes = 0;        // how far ahead to prefetch the weights (0: off)

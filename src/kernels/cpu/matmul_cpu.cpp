@@ -104,9 +104,12 @@ struct MatmulPlan {
     c.prefetch_bytes = c.packed ? prefetch_packed_bytes : prefetch_bytes;
     if (c.packed) return fn->matmul_packed(c);  // any packed type, either activation form
     switch (kind) {
-      case ActKind::Float: return fn->matmul_float(c);
-      case ActKind::Q8: return fn->matmul_legacy(c);
-      case ActKind::Q8K: return fn->matmul_kquant(c);
+      case ActKind::Float:
+        return fn->matmul_float(c);
+      case ActKind::Q8:
+        return fn->matmul_legacy(c);
+      case ActKind::Q8K:
+        return fn->matmul_kquant(c);
     }
   }
 };
@@ -127,8 +130,19 @@ void CpuKernels::matmul_rows(const TensorView* const* Ws, int count, const float
   if (need_q8) quantize_acts(fn_, x, M, K, 32, q8_);
   if (need_q8k) quantize_acts(fn_, x, M, K, 256, q8k_);
 
-  MatmulPlan plan{Ws, count, x, M, ys, ldy, chunk_columns(total_columns, pool().size()), 0,
-                  &fn_, &q8_, &q8k_, prefetch_bytes_, prefetch_packed_bytes_};
+  MatmulPlan plan{Ws,
+                  count,
+                  x,
+                  M,
+                  ys,
+                  ldy,
+                  chunk_columns(total_columns, pool().size()),
+                  0,
+                  &fn_,
+                  &q8_,
+                  &q8k_,
+                  prefetch_bytes_,
+                  prefetch_packed_bytes_};
   for (int i = 0; i < count; ++i) plan.total_chunks += (Ws[i]->ne(1) + plan.cols - 1) / plan.cols;
   // The job captures one reference, so that std::function keeps it without
   // allocating.

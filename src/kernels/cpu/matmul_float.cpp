@@ -78,14 +78,22 @@ HWY_NOINLINE void FloatTile(const MatmulChunk& c, int64_t n0, int64_t n1, int m0
 template <typename W>
 void FloatRows(const MatmulChunk& c, int64_t n0, int64_t n1, int m0, int rows) {
   switch (rows) {
-    case 1: return FloatTile<1, W>(c, n0, n1, m0);
-    case 2: return FloatTile<2, W>(c, n0, n1, m0);
-    case 3: return FloatTile<3, W>(c, n0, n1, m0);
-    case 4: return FloatTile<4, W>(c, n0, n1, m0);
-    case 5: return FloatTile<5, W>(c, n0, n1, m0);
-    case 6: return FloatTile<6, W>(c, n0, n1, m0);
-    case 7: return FloatTile<7, W>(c, n0, n1, m0);
-    default: return FloatTile<8, W>(c, n0, n1, m0);
+    case 1:
+      return FloatTile<1, W>(c, n0, n1, m0);
+    case 2:
+      return FloatTile<2, W>(c, n0, n1, m0);
+    case 3:
+      return FloatTile<3, W>(c, n0, n1, m0);
+    case 4:
+      return FloatTile<4, W>(c, n0, n1, m0);
+    case 5:
+      return FloatTile<5, W>(c, n0, n1, m0);
+    case 6:
+      return FloatTile<6, W>(c, n0, n1, m0);
+    case 7:
+      return FloatTile<7, W>(c, n0, n1, m0);
+    default:
+      return FloatTile<8, W>(c, n0, n1, m0);
   }
 }
 

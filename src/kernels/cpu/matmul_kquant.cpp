@@ -301,8 +301,8 @@ struct DecodeQ6K {
   __m512i idx_l[4], idx_h[4], shift, rot;
   DecodeQ6K() {
     for (int k = 0; k < 4; ++k) {
-      idx_l[k] = LanesI32(
-          [k](int g) { return 16 * (g / 8) + 8 * ((g / 2) % 2) + 4 * (g % 2) + k; });
+      idx_l[k] =
+          LanesI32([k](int g) { return 16 * (g / 8) + 8 * ((g / 2) % 2) + 4 * (g % 2) + k; });
       idx_h[k] = LanesI32([k](int g) { return 8 * (g / 8) + 4 * (g % 2) + k; });
     }
     shift = LanesI32([](int g) { return 4 * ((g / 4) % 2); });
@@ -318,8 +318,8 @@ struct DecodeQ6K {
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
       const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, idx_l[k], l1), shift);
-      const __m512i hi = _mm512_and_si512(
-          _mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], qh), rot), bits45);
+      const __m512i hi =
+          _mm512_and_si512(_mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], qh), rot), bits45);
       r.c[k] = _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC);  // (lo & low4) | hi
     }
     const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
@@ -359,8 +359,8 @@ struct DecodeQ23K {
       const __m512i lo =
           _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx[k], qs), shift), low2);
       if constexpr (kQ3) {
-        const __m512i hm = _mm512_zextsi256_si512(_mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ3_K, hmask))));
+        const __m512i hm = _mm512_zextsi256_si512(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ3_K, hmask))));
         const __m512i hb = _mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], hm), rot);
         r.c[k] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(0x04), 0xF8);
       } else {
@@ -368,9 +368,9 @@ struct DecodeQ23K {
       }
     }
     if constexpr (kQ3) {
-      const __m512 sc = _mm512_cvtepi32_ps(_mm512_sub_epi32(
-          _mm512_cvtepu8_epi32(ScalesQ3K(blk + offsetof(BlockQ3_K, scales))),
-          _mm512_set1_epi32(32)));
+      const __m512 sc = _mm512_cvtepi32_ps(
+          _mm512_sub_epi32(_mm512_cvtepu8_epi32(ScalesQ3K(blk + offsetof(BlockQ3_K, scales))),
+                           _mm512_set1_epi32(32)));
       r.a = _mm512_mul_ps(sc, _mm512_broadcastss_ps(OneHalf(blk + offsetof(BlockQ3_K, d))));
       r.b = _mm512_mul_ps(r.a, _mm512_set1_ps(4.0f));
     } else {
@@ -389,12 +389,18 @@ struct DecodeQ23K {
 void KQuantChunk(const MatmulChunk& c) {
   const RowShape shape{c.K / kChunk, 0};  // one chunk per super-block
   switch (c.type) {
-    case DType::Q4_K: return RegisterColumns<DecodeQ45K<false>>(c, shape);
-    case DType::Q5_K: return RegisterColumns<DecodeQ45K<true>>(c, shape);
-    case DType::Q6_K: return RegisterColumns<DecodeQ6K>(c, shape);
-    case DType::Q2_K: return RegisterColumns<DecodeQ23K<false>>(c, shape);
-    case DType::Q3_K: return RegisterColumns<DecodeQ23K<true>>(c, shape);
-    default: return;  // the driver sends only the types above
+    case DType::Q4_K:
+      return RegisterColumns<DecodeQ45K<false>>(c, shape);
+    case DType::Q5_K:
+      return RegisterColumns<DecodeQ45K<true>>(c, shape);
+    case DType::Q6_K:
+      return RegisterColumns<DecodeQ6K>(c, shape);
+    case DType::Q2_K:
+      return RegisterColumns<DecodeQ23K<false>>(c, shape);
+    case DType::Q3_K:
+      return RegisterColumns<DecodeQ23K<true>>(c, shape);
+    default:
+      return;  // the driver sends only the types above
   }
 }
 #else

@@ -148,12 +148,18 @@ HWY_INLINE void PortableType(const MatmulChunk& c) {
 
 void PortableLegacy(const MatmulChunk& c) {
   switch (c.type) {
-    case DType::Q4_0: return PortableType<LayoutQ4_0>(c);
-    case DType::Q4_1: return PortableType<LayoutQ4_1>(c);
-    case DType::Q5_0: return PortableType<LayoutQ5_0>(c);
-    case DType::Q5_1: return PortableType<LayoutQ5_1>(c);
-    case DType::Q8_0: return PortableType<LayoutQ8_0>(c);
-    default: return;  // the driver sends only the types above
+    case DType::Q4_0:
+      return PortableType<LayoutQ4_0>(c);
+    case DType::Q4_1:
+      return PortableType<LayoutQ4_1>(c);
+    case DType::Q5_0:
+      return PortableType<LayoutQ5_0>(c);
+    case DType::Q5_1:
+      return PortableType<LayoutQ5_1>(c);
+    case DType::Q8_0:
+      return PortableType<LayoutQ8_0>(c);
+    default:
+      return;  // the driver sends only the types above
   }
 }
 
@@ -194,8 +200,8 @@ struct DecodeNibbles {
   static constexpr size_t kChunkBytes = kBlocksPerChunk * L::kBytes;
   static constexpr bool kChunkScale = false;
   static constexpr bool kHasTail = true;
-  static_assert(3 * kBytes + kQs + 16 <= 128 && 4 * kBytes + kQs >= 64 &&
-                3 * kBytes + 8 <= 128 && kChunkBytes >= 128 && kChunkBytes <= 192,
+  static_assert(3 * kBytes + kQs + 16 <= 128 && 4 * kBytes + kQs >= 64 && 3 * kBytes + 8 <= 128 &&
+                    kChunkBytes >= 128 && kChunkBytes <= 192,
                 "code bytes and the first four headers must fit the windows");
   __m512i idx[4], ctl[4], nib, shift;
   __m512i z0_idx, z1_idx, head_lo_idx, head_hi_idx, d_idx, m_idx;
@@ -273,8 +279,7 @@ struct DecodeNibbles {
         r.c[k] = _mm256_and_si256(_mm512_castsi512_si256(_mm512_permutexvar_epi32(idx[k], z0)),
                                   _mm512_castsi512_si256(nib));
     }
-    const __m256 d =
-        _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_idx, head)));
+    const __m256 d = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_idx, head)));
     r.a = _mm256_mul_ps(d, _mm512_castps512_ps256(a_factor));
     if constexpr (L::kMin) {
       const __m256 m =
@@ -354,8 +359,8 @@ struct DecodeQ8_0 {
     HalfRegs r;
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k)
-      r.c[k] = _mm256_xor_si256(
-          _mm512_castsi512_si256(_mm512_permutex2var_epi32(za, idx[k], zb)), flip);
+      r.c[k] =
+          _mm256_xor_si256(_mm512_castsi512_si256(_mm512_permutex2var_epi32(za, idx[k], zb)), flip);
     r.a = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm512_cvtepi32_epi16(Heads<true>(base, tail))));
     r.b = _mm256_mul_ps(r.a, _mm256_set1_ps(LayoutQ8_0::kOffset));
     return r;
@@ -411,12 +416,18 @@ void LegacyChunk(const MatmulChunk& c) {
   const int64_t nb = c.K / kQK;
   const RowShape shape{nb / kBlocksPerChunk, static_cast<int>(nb % kBlocksPerChunk)};
   switch (c.type) {
-    case DType::Q4_0: return RegisterColumns<DecodeNibbles<LayoutQ4_0>>(c, shape);
-    case DType::Q4_1: return RegisterColumns<DecodeNibbles<LayoutQ4_1>>(c, shape);
-    case DType::Q5_0: return RegisterColumns<DecodeNibbles<LayoutQ5_0>>(c, shape);
-    case DType::Q5_1: return RegisterColumns<DecodeNibbles<LayoutQ5_1>>(c, shape);
-    case DType::Q8_0: return RegisterColumns<DecodeQ8_0>(c, shape);
-    default: return;  // the driver sends only the types above
+    case DType::Q4_0:
+      return RegisterColumns<DecodeNibbles<LayoutQ4_0>>(c, shape);
+    case DType::Q4_1:
+      return RegisterColumns<DecodeNibbles<LayoutQ4_1>>(c, shape);
+    case DType::Q5_0:
+      return RegisterColumns<DecodeNibbles<LayoutQ5_0>>(c, shape);
+    case DType::Q5_1:
+      return RegisterColumns<DecodeNibbles<LayoutQ5_1>>(c, shape);
+    case DType::Q8_0:
+      return RegisterColumns<DecodeQ8_0>(c, shape);
+    default:
+      return;  // the driver sends only the types above
   }
 }
 #else

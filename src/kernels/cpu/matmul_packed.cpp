@@ -111,11 +111,12 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const uint8_t* sc = rec + 2048 + 32 * s;
-      const __m512 a = _mm512_mul_ps(
-          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc)))), d);
-      const __m512 b = _mm512_mul_ps(
-          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc + 16)))),
-          dmin);
+      const __m512 a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                                         _mm_load_si128(reinterpret_cast<const __m128i*>(sc)))),
+                                     d);
+      const __m512 b = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(
+                                         reinterpret_cast<const __m128i*>(sc + 16)))),
+                                     dmin);
       __m512i lo_sum[R], hi_sum[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
@@ -328,10 +329,18 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
           if constexpr (T == DType::Q5_0) {  // (high bit moved to bit 4 & 0x10) | code
             __m512i hl, hh;
             switch (v) {
-              case 0: hl = BitTo4<0>(high), hh = BitTo4<4>(high); break;
-              case 1: hl = BitTo4<1>(high), hh = BitTo4<5>(high); break;
-              case 2: hl = BitTo4<2>(high), hh = BitTo4<6>(high); break;
-              default: hl = BitTo4<3>(high), hh = BitTo4<7>(high); break;
+              case 0:
+                hl = BitTo4<0>(high), hh = BitTo4<4>(high);
+                break;
+              case 1:
+                hl = BitTo4<1>(high), hh = BitTo4<5>(high);
+                break;
+              case 2:
+                hl = BitTo4<2>(high), hh = BitTo4<6>(high);
+                break;
+              default:
+                hl = BitTo4<3>(high), hh = BitTo4<7>(high);
+                break;
             }
             lo = _mm512_ternarylogic_epi32(hl, bit4, lo, 0xEA);
             hi = _mm512_ternarylogic_epi32(hh, bit4, hi, 0xEA);
@@ -366,16 +375,22 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
 }
 
 template <int R>
-HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, const QActs& x,
-                          int m0, int64_t prefetch, float* y, int64_t ldy) {
+HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, const QActs& x, int m0,
+                          int64_t prefetch, float* y, int64_t ldy) {
   const TileActs<R> acts(x, m0);
   switch (type) {
-    case DType::Q4_K: return PanelQ4K<R>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q6_K: return PanelQ6K<R>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q4_0: return PanelLegacy<R, DType::Q4_0>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q4_1: return PanelLegacy<R, DType::Q4_1>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q5_0: return PanelLegacy<R, DType::Q5_0>(panel, records, acts, prefetch, y, ldy);
-    default: return PanelLegacy<R, DType::Q8_0>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q4_K:
+      return PanelQ4K<R>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q6_K:
+      return PanelQ6K<R>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q4_0:
+      return PanelLegacy<R, DType::Q4_0>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q4_1:
+      return PanelLegacy<R, DType::Q4_1>(panel, records, acts, prefetch, y, ldy);
+    case DType::Q5_0:
+      return PanelLegacy<R, DType::Q5_0>(panel, records, acts, prefetch, y, ldy);
+    default:
+      return PanelLegacy<R, DType::Q8_0>(panel, records, acts, prefetch, y, ldy);
   }
 }
 
@@ -396,14 +411,30 @@ void PackedChunk(const MatmulChunk& c) {
       const int64_t ahead = m == c.m0 ? prefetch : 0;
       float* y = c.y + m * c.ldy + n;
       switch (rows) {
-        case 1: PanelTile<1>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
-        case 2: PanelTile<2>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
-        case 3: PanelTile<3>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
-        case 4: PanelTile<4>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
-        case 5: PanelTile<5>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
-        case 6: PanelTile<6>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
-        case 7: PanelTile<7>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
-        default: PanelTile<8>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy); break;
+        case 1:
+          PanelTile<1>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
+        case 2:
+          PanelTile<2>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
+        case 3:
+          PanelTile<3>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
+        case 4:
+          PanelTile<4>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
+        case 5:
+          PanelTile<5>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
+        case 6:
+          PanelTile<6>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
+        case 7:
+          PanelTile<7>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
+        default:
+          PanelTile<8>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
+          break;
       }
     }
   }

@@ -55,7 +55,8 @@ void pack_q6k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t*
       const int shift = 4 * ((h % 4) / 2);
       uint8_t packed[16];
       for (int j = 0; j < 16; ++j)
-        packed[j] = static_cast<uint8_t>(((q[j] >> shift) & 0xF) | ((q[j + 16] >> shift) & 0xF) << 4);
+        packed[j] =
+            static_cast<uint8_t>(((q[j] >> shift) & 0xF) | ((q[j + 16] >> shift) & 0xF) << 4);
       for (int i = 0; i < 4; ++i) put_dword(rec, 4 * h + i, r, packed + 4 * i);
     }
     // Quarter v (elements 64v..64v+63) is n = v / 2, k = 2 (v % 2) + j / 2 for its
@@ -105,7 +106,8 @@ void pack_legacy_record(DType type, const uint8_t* const rows[kPanelRows], int64
         }
         case DType::Q5_0: {
           const uint8_t* blk = block_at<BlockQ5_0>(rows[r], b);
-          for (int v = 0; v < 4; ++v) put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ5_0, qs) + 4 * v);
+          for (int v = 0; v < 4; ++v)
+            put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ5_0, qs) + 4 * v);
           uint32_t qh;
           std::memcpy(&qh, blk + offsetof(BlockQ5_0, qh), 4);
           for (int i = 0; i < 8; ++i)
@@ -116,14 +118,16 @@ void pack_legacy_record(DType type, const uint8_t* const rows[kPanelRows], int64
         }
         case DType::Q4_1: {
           const uint8_t* blk = block_at<BlockQ4_1>(rows[r], b);
-          for (int v = 0; v < 4; ++v) put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ4_1, qs) + 4 * v);
+          for (int v = 0; v < 4; ++v)
+            put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ4_1, qs) + 4 * v);
           std::memcpy(&d[16 * h + r], blk + offsetof(BlockQ4_1, d), 2);
           std::memcpy(&m[16 * h + r], blk + offsetof(BlockQ4_1, m), 2);
           break;
         }
         default: {  // Q4_0
           const uint8_t* blk = block_at<BlockQ4_0>(rows[r], b);
-          for (int v = 0; v < 4; ++v) put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ4_0, qs) + 4 * v);
+          for (int v = 0; v < 4; ++v)
+            put_dword(rec, 4 * h + v, r, blk + offsetof(BlockQ4_0, qs) + 4 * v);
           std::memcpy(&d[16 * h + r], blk + offsetof(BlockQ4_0, d), 2);
           break;
         }
@@ -134,8 +138,8 @@ void pack_legacy_record(DType type, const uint8_t* const rows[kPanelRows], int64
 
 }  // namespace
 
-void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int64_t p0,
-                 int64_t p1, uint8_t* out) {
+void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int64_t p0, int64_t p1,
+                 uint8_t* out) {
   const size_t record = packed_record_bytes(type);
   const int64_t n_records = K / packed_record_elements(type);
   for (int64_t p = p0; p < p1; ++p) {

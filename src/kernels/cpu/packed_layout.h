@@ -68,13 +68,20 @@ constexpr size_t kQ8_0RecordBytes = 1088;
 // Bytes of one packed record of `type`, or 0 when the type has no packed layout.
 constexpr size_t packed_record_bytes(DType type) {
   switch (type) {
-    case DType::Q4_K: return kQ4KRecordBytes;
-    case DType::Q6_K: return kQ6KRecordBytes;
-    case DType::Q4_0: return kQ4_0RecordBytes;
-    case DType::Q4_1: return kQ4_1RecordBytes;
-    case DType::Q5_0: return kQ5_0RecordBytes;
-    case DType::Q8_0: return kQ8_0RecordBytes;
-    default: return 0;
+    case DType::Q4_K:
+      return kQ4KRecordBytes;
+    case DType::Q6_K:
+      return kQ6KRecordBytes;
+    case DType::Q4_0:
+      return kQ4_0RecordBytes;
+    case DType::Q4_1:
+      return kQ4_1RecordBytes;
+    case DType::Q5_0:
+      return kQ5_0RecordBytes;
+    case DType::Q8_0:
+      return kQ8_0RecordBytes;
+    default:
+      return 0;
   }
 }
 
@@ -91,8 +98,8 @@ inline const uint8_t* packed_panel(const uint8_t* packed, DType type, int64_t K,
 
 // Repack rows [16 p0, 16 p1) of W (file layout, `row_bytes` per row of K
 // elements) into panels p0..p1-1 at `out` (the panel p0's position).
-void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int64_t p0,
-                 int64_t p1, uint8_t* out);
+void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int64_t p0, int64_t p1,
+                 uint8_t* out);
 
 // W packed (in parallel), or empty when W's type or shape has no packed layout
 // or the matmul of `target` (0: this CPU's best) does not read it.

@@ -225,7 +225,7 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
   // (The lambdas must inline: out of line they would take the accumulators through
   // memory.)
   auto prefetch = [&](const uint8_t* row, int64_t from_byte, int64_t to_byte)
-                      __attribute__((always_inline)) {
+      __attribute__((always_inline)) {
     const uintptr_t from = reinterpret_cast<uintptr_t>(row + prefetch_stride + from_byte);
     const uintptr_t to = reinterpret_cast<uintptr_t>(row + prefetch_stride + to_byte);
     for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < to; line += 64)
@@ -305,14 +305,22 @@ template <class Dec>
 HWY_INLINE void TileDispatch(const Dec& dec, RowShape shape, const MatmulChunk& c, int64_t n0,
                              int64_t n1, int m0, int rows) {
   switch (rows) {
-    case 1: return TileRows<1>(dec, shape, c, n0, n1, m0);
-    case 2: return TileRows<2>(dec, shape, c, n0, n1, m0);
-    case 3: return TileRows<3>(dec, shape, c, n0, n1, m0);
-    case 4: return TileRows<4>(dec, shape, c, n0, n1, m0);
-    case 5: return TileRows<5>(dec, shape, c, n0, n1, m0);
-    case 6: return TileRows<6>(dec, shape, c, n0, n1, m0);
-    case 7: return TileRows<7>(dec, shape, c, n0, n1, m0);
-    default: return TileRows<8>(dec, shape, c, n0, n1, m0);
+    case 1:
+      return TileRows<1>(dec, shape, c, n0, n1, m0);
+    case 2:
+      return TileRows<2>(dec, shape, c, n0, n1, m0);
+    case 3:
+      return TileRows<3>(dec, shape, c, n0, n1, m0);
+    case 4:
+      return TileRows<4>(dec, shape, c, n0, n1, m0);
+    case 5:
+      return TileRows<5>(dec, shape, c, n0, n1, m0);
+    case 6:
+      return TileRows<6>(dec, shape, c, n0, n1, m0);
+    case 7:
+      return TileRows<7>(dec, shape, c, n0, n1, m0);
+    default:
+      return TileRows<8>(dec, shape, c, n0, n1, m0);
   }
 }
 

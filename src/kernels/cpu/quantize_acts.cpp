@@ -78,8 +78,7 @@ HWY_INLINE void QuantizeChunk16(const float* x, const float* id, int8_t* q, floa
     __m512i c[4];
     for (int i = 0; i < 4; ++i) {
       const int j = 4 * G + i;
-      c[i] = _mm512_cvtps_epi32(
-          _mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), _mm512_set1_ps(id[j])));
+      c[i] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), _mm512_set1_ps(id[j])));
     }
     // t[k]: 128-bit lane k of c[0..3], i.e. granule k of the four groups.
     const __m512i a0 = _mm512_shuffle_i32x4(c[0], c[1], 0x44);  // lanes 0, 1 of c0, c1
@@ -186,8 +185,7 @@ void resolve_quantize_acts(size_t index, TargetKernels& k) {
 void quantize_acts(const TargetKernels& fn, const float* x, int M, int64_t K, int block,
                    QActs& out) {
   check(block == 32 || block == 256, "quantize_acts: block size {} is not 32 or 256", block);
-  check(K > 0 && K % block == 0, "quantize_acts: row length {} is not a multiple of {}", K,
-        block);
+  check(K > 0 && K % block == 0, "quantize_acts: row length {} is not a multiple of {}", K, block);
   out.M = M;
   out.K = K;
   out.Kp = round_up(K, kChunk);

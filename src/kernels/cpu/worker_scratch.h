@@ -36,10 +36,10 @@ struct WorkerScratch {
   // Matmul on the scalar target: the weight row dequantized.
   AlignedVector<float> dequant;  // (max_k)
   // Attention, per job (a KV head and a tile of query rows):
-  AlignedVector<float> key_row;   // (head_dim) one key widened to floats
-  AlignedVector<float> keys_t;    // (head_dim, kKeyBlock) a key block, transposed
-  AlignedVector<float> values;    // (kKeyBlock, head_dim) the key block's values
-  AlignedVector<float> outputs;   // (tile rows * group, head_dim) unnormalised outputs
+  AlignedVector<float> key_row;  // (head_dim) one key widened to floats
+  AlignedVector<float> keys_t;   // (head_dim, kKeyBlock) a key block, transposed
+  AlignedVector<float> values;   // (kKeyBlock, head_dim) the key block's values
+  AlignedVector<float> outputs;  // (tile rows * group, head_dim) unnormalised outputs
 
   // Capacity for matmuls of rows of up to max_k and attention over heads of
   // head_dim, max_group query heads per KV head, key blocks of key_block

@@ -30,7 +30,8 @@ void attention(const float* q, int n_q, const int* pos, const KVSeqView& kv,
   pool.parallel_for(int64_t{n_q} * shape.n_heads, [&](int64_t b, int64_t e, int) {
     std::vector<float> krow(row_elems), vrow(row_elems), scores;
     for (int64_t job = b; job < e; ++job) {
-      const int i = static_cast<int>(job / shape.n_heads), h = static_cast<int>(job % shape.n_heads);
+      const int i = static_cast<int>(job / shape.n_heads),
+                h = static_cast<int>(job % shape.n_heads);
       const int kvh = h / group;
       const float* qh = q + i * q_stride + static_cast<size_t>(h) * hd;
       float* oh = out + i * q_stride + static_cast<size_t>(h) * hd;

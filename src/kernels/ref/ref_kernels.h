@@ -37,8 +37,8 @@ class RefKernels final : public Kernels {
   }
 
  protected:
-  void matmul_rows(const TensorView* const* Ws, int count, const float* x, int M,
-                   float* const* ys, int64_t ldy) override {
+  void matmul_rows(const TensorView* const* Ws, int count, const float* x, int M, float* const* ys,
+                   int64_t ldy) override {
     for (int i = 0; i < count; ++i) ref::matmul(*Ws[i], x, M, ys[i], pool(), ldy);
   }
   void attend_batch(const AttentionCall* calls, int n_calls, const AttentionShape& shape) override {

@@ -7,9 +7,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
-#include "spec/lookup_first_drafter.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "spec/drafter_factory.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -138,18 +136,12 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
   if (s.draft.empty()) return out;
   if (s.draft == "ngram") {
     check(!s.lookup, "--draft-lookup goes with a draft model (-d MODEL), not -d ngram");
-    // With trees, the continuations of up to four earlier occurrences.
-    out.drafter = std::make_unique<NgramDrafter>(4, 1, 0.5, s.tree > 0 ? 4 : 1);
+    out.drafter = make_ngram_drafter(s.tree);
     return out;
   }
   out.draft_model = Model::load(s.draft, target.kernel_config());
-  int vocab = s.draft_vocab;
-  if (vocab < 0) vocab = out.draft_model->config().vocab_size > 65536 ? 32768 : 0;
-  auto model = std::make_unique<ModelDrafter>(*out.draft_model, target, pool, cache, vocab, s.tree);
-  if (s.lookup)
-    out.drafter = std::make_unique<LookupFirstDrafter>(std::move(model));
-  else
-    out.drafter = std::move(model);
+  out.drafter =
+      make_model_drafter(*out.draft_model, target, pool, cache, s.draft_vocab, s.tree, s.lookup);
   return out;
 }
 

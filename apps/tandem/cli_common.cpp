@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "model/model.h"
-#include "spec/drafter_factory.h"
+#include "speculative/drafter_factory.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 

@@ -14,8 +14,8 @@
 #include "core/thread_pool.h"
 #include "kernels/kernel_config.h"
 #include "sampling/sampler.h"
-#include "spec/drafter.h"
-#include "spec/speculative_runner.h"
+#include "speculative/drafter.h"
+#include "speculative/speculative_runner.h"
 
 namespace tandem {
 class Model;
@@ -57,8 +57,9 @@ struct SpecCliOptions {
   std::string draft;
   std::string k = "5";
   int draft_vocab = -1;  // -1: automatic (see add_spec_options)
-  bool lookup = false;   // with a draft model: n-gram lookups first (spec/lookup_first_drafter.h)
-  int tree = 0;          // draft trees: verified positions beyond the main chain (0: chains)
+  bool lookup =
+      false;     // with a draft model: n-gram lookups first (speculative/lookup_first_drafter.h)
+  int tree = 0;  // draft trees: verified positions beyond the main chain (0: chains)
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
 // Draft length options from -k; throws tandem::Error for K < 1 or a bad value.

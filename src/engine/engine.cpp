@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "spec/draft_hints.h"
+#include "speculative/draft_hints.h"
 
 namespace tandem {
 

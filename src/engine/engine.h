@@ -20,8 +20,8 @@
 #include "engine/request.h"
 #include "engine/sequence.h"
 #include "model/transformer.h"
-#include "spec/drafter.h"
-#include "spec/speculative_runner.h"
+#include "speculative/drafter.h"
+#include "speculative/speculative_runner.h"
 
 namespace tandem {
 

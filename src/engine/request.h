@@ -7,12 +7,12 @@
 
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
-#include "spec/generation.h"
-#include "spec/request_stats.h"
+#include "speculative/generation.h"
+#include "speculative/request_stats.h"
 
 namespace tandem {
 
-// How to decode (spec/generation.h: max_tokens, sampling, speculate, logprobs,
+// How to decode (speculative/generation.h: max_tokens, sampling, speculate, logprobs,
 // constraint), and when to stop.
 struct RequestParams : DecodeParams {
   std::vector<std::string> stop_strings;

@@ -1,5 +1,5 @@
 // The engine's record of one request: the generation the speculative runner
-// works on (spec/generation.h), plus what only the engine knows of it: its stop
+// works on (speculative/generation.h), plus what only the engine knows of it: its stop
 // conditions and streamed text, how it finished, and its place in the schedule.
 #pragma once
 #include <chrono>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "engine/request.h"
-#include "spec/generation.h"
+#include "speculative/generation.h"
 
 namespace tandem {
 

@@ -1,9 +1,9 @@
 #include "support/spec_harness.h"
 
 #include "engine/prompt_logits.h"
-#include "spec/lookup_first_drafter.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/lookup_first_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 #include "support/paths.h"
 #include "support/test_util.h"
 

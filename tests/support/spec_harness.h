@@ -8,7 +8,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "sampling/constraint.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 #include "support/synthetic_model.h"
 
 namespace tandem::test {

@@ -13,7 +13,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "server/request_channel.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/ngram_drafter.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
 #include "support/test_util.h"

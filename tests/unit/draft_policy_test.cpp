@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "spec/draft_policy.h"
+#include "speculative/draft_policy.h"
 
 using namespace tandem;
 

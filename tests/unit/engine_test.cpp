@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "model/model.h"
-#include "spec/model_drafter.h"
+#include "speculative/model_drafter.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
 #include "support/test_util.h"

@@ -25,7 +25,7 @@
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
-#include "spec/drafter_factory.h"
+#include "speculative/drafter_factory.h"
 #include "structured/grammar_constraint.h"
 #include "structured/json_schema.h"
 #include "structured/token_vocabulary.h"

@@ -8,8 +8,8 @@
 
 #include "engine/prompt_logits.h"
 #include "sampling/logprobs.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 #include "support/spec_harness.h"
 #include "support/stats.h"
 #include "support/test_util.h"

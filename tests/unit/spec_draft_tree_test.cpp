@@ -2,8 +2,8 @@
 // continuations merged into a tree, Draft::prune, a draft model's siblings.
 #include <gtest/gtest.h>
 
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 
 using namespace tandem;
 

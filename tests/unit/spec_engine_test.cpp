@@ -9,10 +9,10 @@
 #include "engine/engine.h"
 #include "engine/prompt_logits.h"
 #include "model/model.h"
-#include "spec/draft_hints.h"
-#include "spec/lookup_first_drafter.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/draft_hints.h"
+#include "speculative/lookup_first_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 #include "support/paths.h"
 #include "support/spec_harness.h"
 #include "support/stats.h"
@@ -128,7 +128,7 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
     const int trials = 20000;
     const std::vector<Request> reqs = sampled_trials(prompt, sp, trials, 1000);
     // Adaptive K with a draft model stops drafts early by the draft's confidence
-    // in the tokens so far (spec/draft_stop.h): a stopping rule that must not
+    // in the tokens so far (speculative/draft_stop.h): a stopping rule that must not
     // bias the output either.
     const std::pair<DraftKind, SpecOptions> setups[] = {
         {DraftKind::None, {2, false}},

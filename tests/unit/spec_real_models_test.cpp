@@ -5,8 +5,8 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 #include "support/paths.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

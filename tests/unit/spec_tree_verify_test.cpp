@@ -8,7 +8,7 @@
 #include <map>
 
 #include "core/error.h"
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 #include "support/stats.h"
 
 using namespace tandem;

@@ -5,11 +5,11 @@
 
 #include <cmath>
 
-#include "spec/adaptive_k.h"
-#include "spec/draft_stop.h"
-#include "spec/lookup_first_drafter.h"
-#include "spec/ngram_drafter.h"
-#include "spec/verifier.h"
+#include "speculative/adaptive_k.h"
+#include "speculative/draft_stop.h"
+#include "speculative/lookup_first_drafter.h"
+#include "speculative/ngram_drafter.h"
+#include "speculative/verifier.h"
 #include "support/stats.h"
 
 using namespace tandem;

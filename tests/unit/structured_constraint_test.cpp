@@ -10,8 +10,8 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 #include "structured/grammar_constraint.h"
 #include "structured/json_schema.h"
 #include "support/json_schema_validator.h"

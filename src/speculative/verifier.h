@@ -31,7 +31,7 @@
 #include "sampling/constraint.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace tandem {
 

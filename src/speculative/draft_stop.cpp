@@ -1,4 +1,4 @@
-#include "spec/draft_stop.h"
+#include "speculative/draft_stop.h"
 
 #include <algorithm>
 

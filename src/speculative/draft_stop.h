@@ -16,8 +16,8 @@
 #pragma once
 #include <vector>
 
-#include "spec/adaptive_k.h"
-#include "spec/drafter.h"
+#include "speculative/adaptive_k.h"
+#include "speculative/drafter.h"
 
 namespace tandem {
 

@@ -1,4 +1,4 @@
-// Control: spec/ may use the model layer.
+// Control: speculative/ may use the model layer.
 #include "model/transformer.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 int layering_control() { return sizeof(tandem::ForwardBatch) > 0; }

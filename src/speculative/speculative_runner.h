@@ -24,10 +24,10 @@
 #include "cache/kv_cache.h"
 #include "core/aligned.h"
 #include "model/transformer.h"
-#include "spec/draft_policy.h"
-#include "spec/drafter.h"
-#include "spec/generation.h"
-#include "spec/verifier.h"
+#include "speculative/draft_policy.h"
+#include "speculative/drafter.h"
+#include "speculative/generation.h"
+#include "speculative/verifier.h"
 
 namespace tandem {
 

@@ -6,7 +6,7 @@
 #include "cache/kv_cache_factory.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace tandem {
 

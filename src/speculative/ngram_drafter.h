@@ -9,8 +9,8 @@
 #pragma once
 #include <unordered_map>
 
-#include "spec/adaptive_k.h"
-#include "spec/drafter.h"
+#include "speculative/adaptive_k.h"
+#include "speculative/drafter.h"
 
 namespace tandem {
 

@@ -12,9 +12,9 @@
 #include "cache/kv_cache_factory.h"
 #include "model/model.h"
 #include "model/transformer.h"
-#include "spec/adaptive_k.h"
-#include "spec/draft_hints.h"
-#include "spec/drafter.h"
+#include "speculative/adaptive_k.h"
+#include "speculative/draft_hints.h"
+#include "speculative/drafter.h"
 
 namespace tandem {
 

@@ -2,12 +2,12 @@
 // engine learns from every round to choose better next time. The speculative
 // runner (speculative_runner.h) does the round's mechanics; every decision about
 // draft lengths is made here:
-//  - plan: fixed K, or adaptive (spec/adaptive_k.h: the lengths that maximise
+//  - plan: fixed K, or adaptive (speculative/adaptive_k.h: the lengths that maximise
 //    expected tokens per millisecond from each request's acceptance estimate and
 //    the measured costs), with one exploring round to measure costs first;
 //  - probes: a request whose drafts stopped paying tries one drafted token now
 //    and then, ever more rarely while the probes keep failing, one a round;
-//  - the early stop (spec/draft_stop.h) of a draft model's drafts, and the
+//  - the early stop (speculative/draft_stop.h) of a draft model's drafts, and the
 //    trimming of free (n-gram) proposals to the part worth verifying;
 //  - learning: the costs of verify passes, draft steps and prefill chunks, each
 //    request's acceptance, the draft's confidence calibration, the recent rate.
@@ -17,10 +17,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "spec/adaptive_k.h"
-#include "spec/draft_context.h"
-#include "spec/draft_stop.h"
-#include "spec/drafter.h"
+#include "speculative/adaptive_k.h"
+#include "speculative/draft_context.h"
+#include "speculative/draft_stop.h"
+#include "speculative/drafter.h"
 
 namespace tandem {
 
@@ -28,7 +28,7 @@ constexpr int kMaxDraft = 32;  // the longest draft a round may verify
 
 struct SpecOptions {
   int k = 5;              // draft length; with adaptive, the most it may choose
-  bool adaptive = false;  // choose K per round and per request (spec/adaptive_k.h)
+  bool adaptive = false;  // choose K per round and per request (speculative/adaptive_k.h)
   // With a fixed K: stop drafting for requests whose measured acceptance makes
   // speculation slower than plain decoding, given the batch (they resume when
   // the estimate, which fades back towards its prior, says drafting pays again).

@@ -1,4 +1,4 @@
-#include "spec/generation.h"
+#include "speculative/generation.h"
 
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-#include "spec/model_drafter.h"
+#include "speculative/model_drafter.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "spec/draft_stop.h"
+#include "speculative/draft_stop.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem {

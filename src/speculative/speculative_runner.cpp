@@ -1,10 +1,10 @@
-#include "spec/speculative_runner.h"
+#include "speculative/speculative_runner.h"
 
 #include <algorithm>
 #include <chrono>
 
 #include "core/error.h"
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 namespace tandem {
 namespace {

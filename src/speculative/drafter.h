@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sampling/sampler.h"
-#include "spec/draft_context.h"
+#include "speculative/draft_context.h"
 
 namespace tandem {
 
@@ -36,7 +36,7 @@ struct Draft {
   // replacement (each with the earlier siblings removed) and have an empty entry.
   std::vector<SamplingDistribution> q;
   // confidence[i]: the drafter's probability of tokens[i] (a draft model's, after
-  // the request's transforms; see spec/draft_stop.h), for the main chain's
+  // the request's transforms; see speculative/draft_stop.h), for the main chain's
   // tokens. Empty when it has none.
   std::vector<float> confidence;
   // The drafter's own estimate of the per-token acceptance of this proposal

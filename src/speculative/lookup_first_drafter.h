@@ -10,9 +10,9 @@
 #include <memory>
 #include <unordered_map>
 
-#include "spec/adaptive_k.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/adaptive_k.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 
 namespace tandem {
 

@@ -12,8 +12,8 @@
 #include "sampling/logprobs.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
-#include "spec/draft_context.h"
-#include "spec/request_stats.h"
+#include "speculative/draft_context.h"
+#include "speculative/request_stats.h"
 
 namespace tandem {
 

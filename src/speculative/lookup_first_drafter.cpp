@@ -1,4 +1,4 @@
-#include "spec/lookup_first_drafter.h"
+#include "speculative/lookup_first_drafter.h"
 
 #include <algorithm>
 #include <cmath>

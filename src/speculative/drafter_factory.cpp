@@ -1,8 +1,8 @@
-#include "spec/drafter_factory.h"
+#include "speculative/drafter_factory.h"
 
-#include "spec/lookup_first_drafter.h"
-#include "spec/model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/lookup_first_drafter.h"
+#include "speculative/model_drafter.h"
+#include "speculative/ngram_drafter.h"
 
 namespace tandem {
 

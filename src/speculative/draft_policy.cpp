@@ -1,9 +1,9 @@
-#include "spec/draft_policy.h"
+#include "speculative/draft_policy.h"
 
 #include <algorithm>
 
 #include "core/error.h"
-#include "spec/draft_hints.h"
+#include "speculative/draft_hints.h"
 
 namespace tandem {
 

@@ -1,7 +1,7 @@
 // Draft's tree helpers (drafter.h).
 #include <algorithm>
 
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace tandem {
 

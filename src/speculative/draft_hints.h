@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "spec/draft_context.h"
+#include "speculative/draft_context.h"
 
 namespace tandem {
 

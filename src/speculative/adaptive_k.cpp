@@ -1,4 +1,4 @@
-#include "spec/adaptive_k.h"
+#include "speculative/adaptive_k.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,2 +1,0 @@
-// spec/ is below engine/: drafters see requests only through DraftContext.
-#include "engine/sequence.h"

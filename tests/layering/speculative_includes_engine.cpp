@@ -1,0 +1,2 @@
+// speculative/ is below engine/: drafters see requests only through DraftContext.
+#include "engine/sequence.h"

@@ -29,6 +29,7 @@
 
 #include "cache/contiguous_kv_cache.h"
 #include "core/thread_pool.h"
+#include "kernels/gumbel_noise.h"
 #include "kernels/kernels.h"
 #include "kernels/quants.h"
 
@@ -293,6 +294,28 @@ void BM_AttentionBatch(benchmark::State& state) {
   }
 }
 
+// Reproducible sampling's Gumbel-max choice over a Qwen2.5-sized vocabulary
+// (151936): logits ~ N(0, sd) with the likeliest token `peak` above the rest,
+// at temperature 1 / scale. A flat row (peak 0) draws noise for nearly every
+// token; a peaked one, as text usually gives, skips most of the row.
+void BM_GumbelArgmax(benchmark::State& state) {
+  const int V = 151936;
+  const float sd = static_cast<float>(state.range(0)), peak = static_cast<float>(state.range(1));
+  const float scale = 100.0f / static_cast<float>(state.range(2));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, sd);
+  std::vector<float> x(V);
+  for (auto& v : x) v = dist(rng);
+  const int top = 1234;
+  float max = *std::max_element(x.begin(), x.end());
+  x[top] = max + peak;
+  max = x[top];
+  uint32_t pos = 0;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(
+        kernels::gumbel_argmax(x.data(), nullptr, V, max, scale, {42, pos++}, top));
+}
+
 void register_all() {
   for (DType t :
        {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
@@ -324,6 +347,13 @@ void register_all() {
 #if defined(__x86_64__)
   benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond);
 #endif
+  benchmark::RegisterBenchmark("GumbelArgmax", BM_GumbelArgmax)
+      ->ArgNames({"sd", "peak", "T%"})
+      ->Args({2, 0, 100})
+      ->Args({3, 10, 100})
+      ->Args({3, 15, 70})
+      ->Args({3, 15, 100})
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("Attention", BM_Attention)
       ->ArgNames({"ctx", "n_q"})
       ->Args({512, 1})

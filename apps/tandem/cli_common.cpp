@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -37,11 +38,23 @@ void add_sampling_options(CLI::App* cmd, SamplingParams& s, std::optional<uint64
   cmd->add_option("--repeat-last-n", s.penalty_last_n,
                   "Recent tokens the repetition penalty considers; -1 is all (default 64)");
   cmd->add_option("--seed", seed, "Random seed (default: a random one, printed with --json)");
+  add_sampling_mode_option(cmd, s.mode);
+}
+
+void add_sampling_mode_option(CLI::App* cmd, SamplingMode& mode) {
+  const std::map<std::string, SamplingMode> modes{{"reproducible", SamplingMode::Reproducible},
+                                                  {"optimal", SamplingMode::Optimal}};
+  cmd->add_option("--sampling-mode", mode,
+                  "How sampled tokens are drawn: reproducible (a seed gives the same tokens "
+                  "with any drafter) or optimal (the most accepted drafts); default reproducible")
+      ->transform(CLI::CheckedTransformer(modes, CLI::ignore_case));
 }
 
 uint64_t random_seed() {
+  // Below 2^63, so that the seed a response reports can be sent back as the
+  // OpenAI API's (signed) seed.
   std::random_device rd;
-  return (uint64_t{rd()} << 32) | rd();
+  return ((uint64_t{rd()} << 32) | rd()) >> 1;
 }
 
 std::vector<int> parse_ids(const std::string& csv) {

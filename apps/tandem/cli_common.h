@@ -43,8 +43,11 @@ void add_prompt_options(CLI::App* cmd, PromptOptions& p);
 std::vector<int> prompt_ids(const Model& model, const PromptOptions& p);
 std::vector<int> parse_ids(const std::string& csv);
 
-// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed.
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed,
+// --sampling-mode.
 void add_sampling_options(CLI::App* cmd, SamplingParams& s, std::optional<uint64_t>& seed);
+// --sampling-mode reproducible|optimal.
+void add_sampling_mode_option(CLI::App* cmd, SamplingMode& mode);
 // A seed for requests that did not ask for one.
 uint64_t random_seed();
 

@@ -21,6 +21,8 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "sampling/gumbel_sampler.h"
+#include "sampling/sampler.h"
 
 namespace tandem::cli {
 namespace {
@@ -161,6 +163,37 @@ void run_decode_bench(const DecodeOptions& o) {
   }
   const double decode_s = seconds_since(t0);
 
+  // Choosing a token from the last row's logits, per sampling mode and
+  // temperature: reproducible mode's Gumbel-max choice (noise keyed by seed,
+  // position and token over the whole vocabulary) against optimal mode's softmax
+  // and inverse-CDF draw, each as a share of a decode step.
+  const double step_ms = 1000.0 * decode_s / o.gen_tokens;
+  const std::vector<float> row(logits.begin(), logits.begin() + V);
+  struct SamplingCost {
+    float temperature;
+    double reproducible_ms, optimal_ms;
+  };
+  std::vector<SamplingCost> sampling;
+  for (float temp : {0.7f, 1.0f}) {
+    SamplingParams sp;
+    sp.temperature = temp;
+    GumbelSampler gumbel;
+    SamplingDistribution dist;
+    Rng rng(1);
+    std::vector<float> work = row;
+    std::vector<double> repro, optimal;
+    for (int pos = 0; pos < 200; ++pos) {
+      t0 = Clock::now();
+      gumbel.choose(work.data(), V, sp, pos);
+      repro.push_back(seconds_since(t0));
+      t0 = Clock::now();
+      dist.compute(work.data(), V, sp);
+      dist.sample(rng);
+      optimal.push_back(seconds_since(t0));
+    }
+    sampling.push_back({temp, 1000.0 * median(repro), 1000.0 * median(optimal)});
+  }
+
   const double bw = measure_read_bandwidth(pool, o.membw_mb << 20, 5);
   const double bytes = static_cast<double>(model->weight_bytes_per_token());
   const double prefill_tps = o.prompt_tokens / prefill_s, decode_tps = o.gen_tokens / decode_s;
@@ -175,6 +208,12 @@ void run_decode_bench(const DecodeOptions& o) {
       "weights read per token: {:.1f} MB; read bandwidth {:.2f} GB/s -> bound "
       "{:.2f} tok/s; decode at {:.1f}% of it\n",
       bytes / 1e6, bw, bound_tps, 100.0 * decode_tps / bound_tps);
+  for (const auto& c : sampling)
+    fmt::print(
+        "sampling a token of {} at T {}: reproducible {:.3f} ms ({:.2f}% of a decode step), "
+        "optimal {:.3f} ms ({:.2f}%)\n",
+        V, c.temperature, c.reproducible_ms, 100.0 * c.reproducible_ms / step_ms, c.optimal_ms,
+        100.0 * c.optimal_ms / step_ms);
   nlohmann::json j;
   j["model"] = o.model;
   j["threads"] = pool.size();
@@ -194,6 +233,13 @@ void run_decode_bench(const DecodeOptions& o) {
   j["bandwidth_gb_s"] = bw;
   j["bandwidth_bound_tok_per_s"] = bound_tps;
   j["bandwidth_fraction"] = decode_tps / bound_tps;
+  j["sampling"] = nlohmann::json::array();
+  for (const auto& c : sampling)
+    j["sampling"].push_back({{"temperature", c.temperature},
+                             {"reproducible_ms", c.reproducible_ms},
+                             {"reproducible_share_of_step", c.reproducible_ms / step_ms},
+                             {"optimal_ms", c.optimal_ms},
+                             {"optimal_share_of_step", c.optimal_ms / step_ms}});
   fmt::print("{}\n", j.dump());
 }
 

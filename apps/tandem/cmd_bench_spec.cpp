@@ -6,6 +6,9 @@
 // configurations take turns prompt by prompt (see run_interleaved). A prompt
 // may carry a JSON schema: its requests then decode under that constraint in
 // every configuration, and the constraint's own time is reported per token.
+// Sampled runs may compare sampling modes (--modes): each mode's speculative
+// rows against its own plain decoding; reproducible mode's outputs are checked
+// equal to its plain outputs, as greedy ones are.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -32,6 +35,7 @@ struct Opts {
   SpecCliOptions spec;
   std::string k_list = "1,2,3,4,5,6,8,auto";
   std::string tree_list = "0";
+  std::string mode_list;  // "": the --sampling-mode alone
   std::string prompts = "prompts/code.jsonl";
   int n = 128;
   int threads = 0;
@@ -149,17 +153,19 @@ struct Run {
 struct Config {
   std::string k;  // "" for plain decoding
   int tree = 0;   // draft trees: positions beyond the main chain (0: chains)
+  SamplingMode mode = SamplingMode::Reproducible;
   SpecSetup setup;
   std::unique_ptr<Engine> engine;
   Run run;
 };
 
 std::unique_ptr<Config> make_config(const Model& target, ThreadPool& pool, const Opts& o,
-                                    const std::string& k, int tree,
+                                    const std::string& k, int tree, SamplingMode mode,
                                     const std::vector<Prompt>& prompts) {
   auto c = std::make_unique<Config>();
   c->k = k;
   c->tree = tree;
+  c->mode = mode;
   SpecCliOptions spec;
   if (!k.empty()) {
     spec = o.spec;
@@ -184,6 +190,7 @@ void run_prompt(Config& c, const Opts& o, const Prompt& prompt, size_t index, bo
   r.params.max_tokens = o.n;
   r.params.sampling = o.sampling;
   r.params.sampling.seed = (o.seed ? *o.seed : 1) + index;
+  r.params.sampling.mode = c.mode;
   auto constraint_ms = std::make_shared<double>(0);
   if (prompt.grammar)
     r.params.constraint = std::make_shared<TimedConstraint>(
@@ -229,6 +236,7 @@ void run_interleaved(std::vector<std::unique_ptr<Config>>& configs, const Opts& 
 struct Row {
   std::string k;
   int tree = 0;
+  SamplingMode mode = SamplingMode::Reproducible;
   // K, and a tree's extra positions: "3", "auto+t4".
   std::string label() const { return tree > 0 ? fmt::format("{}+t{}", k, tree) : k; }
   double spec_tps = 0, speedup = 0, acceptance = 0, alpha = 0, tokens_per_round = 0, c = 0, v = 0,
@@ -236,10 +244,12 @@ struct Row {
   int mismatches = 0;
 };
 
-Row summarise(const std::string& k, int tree, const Run& plain, const Run& spec) {
+Row summarise(const Config& config, const Run& plain) {
+  const Run& spec = config.run;
   Row r;
-  r.k = k;
-  r.tree = tree;
+  r.k = config.k;
+  r.tree = config.tree;
+  r.mode = config.mode;
   r.spec_tps = spec.tok_per_s();
   r.speedup = plain.tok_per_s() > 0 ? r.spec_tps / plain.tok_per_s() : 0;
   r.acceptance = spec.drafted ? double(spec.accepted) / spec.drafted : 0;
@@ -273,27 +283,34 @@ Row summarise(const std::string& k, int tree, const Run& plain, const Run& spec)
   return r;
 }
 
-// Speedup against K, one line per tree size (chains first), and the chains'
-// acceptance rate; the title names the sampling temperature.
-void write_chart(const Opts& o, const std::vector<Row>& rows, const std::vector<int>& trees) {
+// Speedup against K, one line per tree size (chains first) and sampling mode,
+// and the first line's acceptance rate; the title names the sampling temperature.
+void write_chart(const Opts& o, const std::vector<Row>& rows, const std::vector<int>& trees,
+                 const std::vector<SamplingMode>& modes) {
   static const char* kColours[] = {"#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2"};
+  auto line = [&](SamplingMode mode, int tree, auto value) {
+    std::vector<double> y;
+    for (const auto& r : rows)
+      if (r.k != "auto" && r.tree == tree && r.mode == mode) y.push_back(value(r));
+    return y;
+  };
   std::vector<double> x;
   for (const auto& r : rows)
-    if (r.k != "auto" && r.tree == trees.front()) x.push_back(std::stoi(r.k));
+    if (r.k != "auto" && r.tree == trees.front() && r.mode == modes.front())
+      x.push_back(std::stoi(r.k));
   if (x.empty()) return;
   std::vector<ChartSeries> series;
-  for (size_t t = 0; t < trees.size(); ++t) {
-    std::vector<double> speedup;
-    for (const auto& r : rows)
-      if (r.k != "auto" && r.tree == trees[t]) speedup.push_back(r.speedup);
-    series.push_back({trees[t] > 0 ? fmt::format("speedup, trees +{}", trees[t])
-                                   : std::string("speedup, chains"),
-                      kColours[t % 5], speedup, false});
-  }
-  std::vector<double> accept;
-  for (const auto& r : rows)
-    if (r.k != "auto" && r.tree == trees.front()) accept.push_back(r.acceptance);
-  series.push_back({"acceptance rate", "#d62728", accept, true});
+  size_t colour = 0;
+  for (SamplingMode mode : modes)
+    for (int tree : trees) {
+      std::string label = tree > 0 ? fmt::format("speedup, trees +{}", tree) : "speedup, chains";
+      if (modes.size() > 1) label += fmt::format(", {}", sampling_mode_name(mode));
+      series.push_back({label, kColours[colour++ % 5],
+                        line(mode, tree, [](const Row& r) { return r.speedup; }), false});
+    }
+  series.push_back({"acceptance rate", "#d62728",
+                    line(modes.front(), trees.front(), [](const Row& r) { return r.acceptance; }),
+                    true});
   const std::string temp = o.sampling.greedy()
                                ? std::string("greedy")
                                : fmt::format("temperature {}", o.sampling.temperature);
@@ -332,6 +349,9 @@ void add_bench_spec_command(CLI::App* bench) {
   cmd->add_flag("--unconstrained", o.unconstrained,
                 "Ignore the prompts' JSON schemas (the same prompts, free to answer)");
   cmd->add_option("--chart", o.chart, "Write an SVG chart of speedup and acceptance against K");
+  cmd->add_option("--modes", o.mode_list,
+                  "Sampled runs: comma-separated sampling modes to compare (reproducible, "
+                  "optimal), each against its own plain decoding; default: --sampling-mode");
   add_sampling_options(cmd, o.sampling, o.seed);
   cmd->callback([opts] {
     const Opts& o = *opts;
@@ -369,45 +389,77 @@ void add_bench_spec_command(CLI::App* bench) {
         "each, {} threads, {}\n",
         target->path(), o.spec.draft, o.prompts, prompts.size(), n_constrained, o.n, pool.size(),
         o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
+    // Greedy requests sample nothing: one mode is all there is to measure.
+    std::vector<SamplingMode> modes;
+    std::stringstream ms(o.mode_list);
+    for (std::string m; std::getline(ms, m, ',');)
+      if (!m.empty()) modes.push_back(parse_sampling_mode(m));
+    if (modes.empty() || o.sampling.greedy()) modes = {o.sampling.mode};
+
+    fmt::print(
+        "target {}\ndraft  {}\nprompts {} ({} prompts, {} under a JSON schema), {} tokens "
+        "each, {} threads, {}\n",
+        target->path(), o.spec.draft, o.prompts, prompts.size(), n_constrained, o.n, pool.size(),
+        o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
     std::vector<std::unique_ptr<Config>> configs;
-    configs.push_back(make_config(*target, pool, o, "", 0, prompts));
-    for (int t : trees)
-      for (const auto& k : ks) configs.push_back(make_config(*target, pool, o, k, t, prompts));
+    for (SamplingMode mode : modes) {
+      configs.push_back(make_config(*target, pool, o, "", 0, mode, prompts));
+      for (int t : trees)
+        for (const auto& k : ks)
+          configs.push_back(make_config(*target, pool, o, k, t, mode, prompts));
+    }
     run_interleaved(configs, o, prompts, vocab);
-    const Run& plain = configs.front()->run;
-    fmt::print("plain decode: {:.2f} tok/s ({} tokens)\n", plain.tok_per_s(), plain.decoded);
+    // Each configuration's plain decoding: the first configuration of its mode.
+    auto plain_of = [&](const Config& c) -> const Run& {
+      for (const auto& p : configs)
+        if (p->k.empty() && p->mode == c.mode) return p->run;
+      return configs.front()->run;
+    };
+    const auto mode_label = [&](SamplingMode m) {
+      return o.sampling.greedy() ? std::string("greedy") : std::string(sampling_mode_name(m));
+    };
+    for (const auto& c : configs)
+      if (c->k.empty())
+        fmt::print("plain decode ({}): {:.2f} tok/s ({} tokens)\n", mode_label(c->mode),
+                   c->run.tok_per_s(), c->run.decoded);
     if (n_constrained > 0)
       for (const auto& c : configs)
         fmt::print("constraint, {:>5}: {:.3f} ms per token ({:.1f}% of a plain decode step)\n",
                    c->k.empty() ? "plain" : "K=" + Row{c->k, c->tree}.label(),
-                   c->run.constraint_ms_per_token(), 100 * c->run.constraint_share_of(plain));
+                   c->run.constraint_ms_per_token(),
+                   100 * c->run.constraint_share_of(plain_of(*c)));
     fmt::print("\n");
-    fmt::print("{:>8} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n", "K",
-               "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v", "predicted",
-               "effic", "same");
+    fmt::print("{:>12} {:>8} {:>9} {:>9} {:>8} {:>7} {:>6} {:>8} {:>6} {:>6} {:>9} {:>7} {:>6}\n",
+               "mode", "K", "plain", "spec", "speedup", "accept", "alpha", "tok/rnd", "c", "v",
+               "predicted", "effic", "same");
+    // Outputs must equal plain decoding's where the choice is deterministic
+    // (greedy, reproducible sampling); optimal sampling only in distribution.
+    const auto checked = [&](SamplingMode m) {
+      return o.sampling.greedy() || m == SamplingMode::Reproducible;
+    };
     std::vector<Row> rows;
-    for (size_t i = 1; i < configs.size(); ++i) {
-      Row r = summarise(configs[i]->k, configs[i]->tree, plain, configs[i]->run);
+    std::vector<const Config*> row_configs;
+    for (const auto& c : configs) {
+      if (c->k.empty()) continue;
+      const Run& plain = plain_of(*c);
+      Row r = summarise(*c, plain);
       fmt::print(
-          "{:>8} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
+          "{:>12} {:>8} {:>9.2f} {:>9.2f} {:>7.2f}x {:>7.3f} {:>6.3f} {:>8.2f} {:>6.3f} {:>6.3f} "
           "{:>8.2f}x {:>6.0f}% {:>6}\n",
-          r.label(), plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance, r.alpha,
-          r.tokens_per_round, r.c, r.v, r.predicted,
+          mode_label(r.mode), r.label(), plain.tok_per_s(), r.spec_tps, r.speedup, r.acceptance,
+          r.alpha, r.tokens_per_round, r.c, r.v, r.predicted,
           r.predicted > 0 ? 100 * r.speedup / r.predicted : 0,
-          o.sampling.greedy()
+          checked(r.mode)
               ? (r.mismatches ? fmt::format("{} diff", r.mismatches) : std::string("yes"))
               : std::string("n/a"));
       rows.push_back(r);
+      row_configs.push_back(c.get());
     }
-    // Best fixed K (or auto when it is the only one), chains or trees.
-    const Row* best = nullptr;
-    for (const auto& r : rows)
-      if (r.k != "auto" && (!best || r.speedup > best->speedup)) best = &r;
-    if (!best) best = &rows.front();
     auto row_json = [&](const Row& r) {
       nlohmann::json j;
       j["k"] = r.k == "auto" ? nlohmann::json("auto") : nlohmann::json(std::stoi(r.k));
       j["tree_extra"] = r.tree;
+      j["sampling_mode"] = mode_label(r.mode);
       j["spec_tok_per_s"] = r.spec_tps;
       j["speedup"] = r.speedup;
       j["acceptance_rate"] = r.acceptance;
@@ -419,27 +471,39 @@ void add_bench_spec_command(CLI::App* bench) {
       j["v"] = r.v;
       j["predicted_speedup"] = r.predicted;
       j["efficiency"] = r.predicted > 0 ? r.speedup / r.predicted : 0;
-      if (o.sampling.greedy()) j["outputs_identical"] = r.mismatches == 0;
+      if (checked(r.mode)) j["outputs_identical"] = r.mismatches == 0;
       return j;
     };
-    auto constraint_json = [&](const Run& r) {
-      return nlohmann::json{{"ms_per_token", r.constraint_ms_per_token()},
-                            {"share_of_plain_step", r.constraint_share_of(plain)}};
+    auto constraint_json = [&](const Config& c) {
+      return nlohmann::json{{"ms_per_token", c.run.constraint_ms_per_token()},
+                            {"share_of_plain_step", c.run.constraint_share_of(plain_of(c))}};
     };
+    // Best fixed K (or auto when it is the only one), chains or trees, of the
+    // first mode; the other modes' rows are in per_k.
+    const Row* best = nullptr;
+    for (const auto& r : rows)
+      if (r.mode == modes.front() && r.k != "auto" && (!best || r.speedup > best->speedup))
+        best = &r;
+    if (!best) best = &rows.front();
     nlohmann::json out = row_json(*best);
-    out["plain_tok_per_s"] = plain.tok_per_s();
+    out["plain_tok_per_s"] = plain_of(*row_configs.front()).tok_per_s();
     out["prompts"] = o.prompts;
     out["draft"] = o.spec.draft;
+    out["temperature"] = o.sampling.temperature;
     out["per_k"] = nlohmann::json::array();
+    out["plain"] = nlohmann::json::object();
+    for (const auto& c : configs)
+      if (c->k.empty()) out["plain"][mode_label(c->mode)] = c->run.tok_per_s();
     for (size_t i = 0; i < rows.size(); ++i) {
       nlohmann::json row = row_json(rows[i]);
-      if (n_constrained > 0) row["constraint"] = constraint_json(configs[i + 1]->run);
+      if (n_constrained > 0) row["constraint"] = constraint_json(*row_configs[i]);
       out["per_k"].push_back(row);
+      if (rows[i].mode != modes.front()) continue;
       if (rows[i].k == "auto" && rows[i].tree == 0) out["auto"] = row;
       if (rows[i].k == "auto" && rows[i].tree > 0) out["auto_tree"] = row;
     }
-    if (n_constrained > 0) out["plain_constraint"] = constraint_json(plain);
-    if (!o.chart.empty()) write_chart(o, rows, trees);
+    if (n_constrained > 0) out["plain_constraint"] = constraint_json(*configs.front());
+    if (!o.chart.empty()) write_chart(o, rows, trees, modes);
     fmt::print("\n{}\n", out.dump());
   });
 }

@@ -21,7 +21,8 @@ namespace {
 
 DType kv_dtype(const std::string& s) { return s == "f32" ? DType::F32 : DType::F16; }
 
-nlohmann::json result_json(const RequestResult& r, const ThreadPool& pool, uint64_t seed) {
+nlohmann::json result_json(const RequestResult& r, const ThreadPool& pool, uint64_t seed,
+                           const char* sampling_mode) {
   const auto& st = r.stats;
   nlohmann::json j;
   j["text"] = r.text;
@@ -35,6 +36,7 @@ nlohmann::json result_json(const RequestResult& r, const ThreadPool& pool, uint6
   j["prefill_tok_per_s"] = st.prefill_ms > 0 ? st.n_prompt * 1000.0 / st.prefill_ms : 0.0;
   j["threads"] = pool.size();
   j["seed"] = seed;
+  j["sampling_mode"] = sampling_mode;
   j["rounds"] = st.rounds;
   j["tokens_per_round"] = st.tokens_per_round();
   j["drafted"] = st.drafted;
@@ -113,7 +115,8 @@ void add_generate_command(CLI::App& app) {
     engine.run();
     RequestResult r = *engine.take_result(id);
     if (o.json) {
-      nlohmann::json j = result_json(r, pool, seed);
+      nlohmann::json j = result_json(
+          r, pool, seed, o.sampling.greedy() ? "greedy" : sampling_mode_name(o.sampling.mode));
       j["draft"] = o.spec.draft.empty() ? "none" : o.spec.draft;
       j["k"] = o.spec.draft.empty() ? nlohmann::json(0) : nlohmann::json(o.spec.k);
       fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -48,6 +48,7 @@ struct ServeOpts {
   bool insecure = false;
   bool public_metrics = false;
   int max_prompt_tokens = 0;
+  SamplingMode sampling_mode = SamplingMode::Reproducible;
   server::ConnectionTimeouts timeouts;
 };
 
@@ -128,6 +129,7 @@ void run_serve(const ServeOpts& o) {
   so.limits.n_ctx = engine->n_ctx();
   so.limits.kv_positions = m0.kv.blocks_total * m0.kv.block_size;
   so.limits.max_prompt_tokens = o.max_prompt_tokens;
+  so.defaults.sampling_mode = o.sampling_mode;
   so.access = access;
   so.timeouts = o.timeouts;
 
@@ -136,18 +138,19 @@ void run_serve(const ServeOpts& o) {
   const int port = http.bind();
   const auto& b = http.builder();
 
-  fmt::print(stderr,
-             "model {} as '{}' ({} threads), context {}, max batch {}, queue {}, KV cache {} "
-             "positions in blocks of {} ({} MB target{}), prefix cache {}, chat template {}, "
-             "draft {}\n",
-             model->path(), so.model_name, pool.size(), so.limits.n_ctx, o.max_batch, o.max_queue,
-             so.limits.kv_positions, m0.kv.block_size,
-             so.limits.kv_positions * kv_bytes_per_position(*model, kv_type) / 1000000,
-             m0.draft_kv.blocks_total ? fmt::format(", draft {} blocks", m0.draft_kv.blocks_total)
-                                      : std::string(),
-             eo.prefix_cache ? "on" : "off", b.chat_family(),
-             o.spec.draft.empty() ? std::string("none")
-                                  : fmt::format("{} (k={})", o.spec.draft, o.spec.k));
+  fmt::print(
+      stderr,
+      "model {} as '{}' ({} threads), context {}, max batch {}, queue {}, KV cache {} "
+      "positions in blocks of {} ({} MB target{}), prefix cache {}, chat template {}, "
+      "draft {}, sampling mode {}\n",
+      model->path(), so.model_name, pool.size(), so.limits.n_ctx, o.max_batch, o.max_queue,
+      so.limits.kv_positions, m0.kv.block_size,
+      so.limits.kv_positions * kv_bytes_per_position(*model, kv_type) / 1000000,
+      m0.draft_kv.blocks_total ? fmt::format(", draft {} blocks", m0.draft_kv.blocks_total)
+                               : std::string(),
+      eo.prefix_cache ? "on" : "off", b.chat_family(),
+      o.spec.draft.empty() ? std::string("none") : fmt::format("{} (k={})", o.spec.draft, o.spec.k),
+      sampling_mode_name(o.sampling_mode));
   fmt::print(stderr, "{}\n",
              access.api_key.empty()
                  ? std::string("no API key: every client that can connect may use the server")
@@ -216,6 +219,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--insecure", o.insecure,
                 "Allow listening on a non-loopback address without an API key");
   cmd->add_flag("--public-metrics", o.public_metrics, "Serve /metrics without the API key");
+  add_sampling_mode_option(cmd, o.sampling_mode);
   cmd->add_option("--max-prompt-tokens", o.max_prompt_tokens,
                   "Longest prompt accepted, in tokens (default: what fits the context)");
   cmd->add_option("--idle-timeout", o.timeouts.idle_s,

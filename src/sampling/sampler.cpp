@@ -9,6 +9,16 @@
 
 namespace tandem {
 
+const char* sampling_mode_name(SamplingMode mode) {
+  return mode == SamplingMode::Reproducible ? "reproducible" : "optimal";
+}
+
+SamplingMode parse_sampling_mode(const std::string& name) {
+  if (name == "reproducible") return SamplingMode::Reproducible;
+  if (name == "optimal") return SamplingMode::Optimal;
+  fail("unknown sampling mode '{}' (expected reproducible or optimal)", name);
+}
+
 void SamplingParams::validate() const {
   check(std::isfinite(temperature) && temperature >= 0.0f, "temperature must be >= 0, got {}",
         temperature);

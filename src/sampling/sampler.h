@@ -1,6 +1,8 @@
 // Turning logits into the next token. The pipeline, in order: repetition penalty,
-// temperature, top-k, top-p, min-p, then a draw from the request's own Rng.
-// Temperature 0 is greedy (argmax after the penalty).
+// temperature, top-k, top-p, min-p, then a draw: in reproducible mode the
+// Gumbel-max choice with noise keyed by (seed, position, token)
+// (sampling/gumbel_sampler.h), in optimal mode an inverse-CDF draw from the
+// request's own Rng stream. Temperature 0 is greedy (argmax after the penalty).
 //
 // Speculative decoding needs the distribution itself, not just a token: the
 // target's p and the draft's q must come from the same transforms so that
@@ -9,11 +11,31 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sampling/rng.h"
 
 namespace tandem {
+
+// How a sampled request draws its tokens; both draw exactly from the request's
+// distribution, with speculation as without. They differ in what else holds:
+// - Reproducible: each position's draw is a function of (seed, position, the
+//   target's row) alone (sampling/gumbel_sampler.h), so a seed gives the same
+//   tokens whatever the drafter, K, tree, batch, thread count or timing. A drafted
+//   token is accepted iff it is the target's own choice: per position at least
+//   (1 - TV) / (1 + TV) of the time, TV the total-variation distance of p and q.
+// - Optimal: rejection sampling against the draft's q (Leviathan et al. 2023),
+//   whose acceptance 1 - TV is the most any lossless verifier reaches; its draws
+//   come from one stream per request, so the tokens depend on how many draws the
+//   drafter and verifier made before.
+// Greedy requests (temperature 0) are the same in both.
+enum class SamplingMode { Reproducible, Optimal };
+
+// "reproducible" or "optimal".
+const char* sampling_mode_name(SamplingMode mode);
+// The mode of that name; throws tandem::Error naming the value otherwise.
+SamplingMode parse_sampling_mode(const std::string& name);
 
 struct SamplingParams {
   float temperature = 0.0f;         // 0: greedy
@@ -23,6 +45,7 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // > 1 discourages repeats; 1: off
   int penalty_last_n = 64;          // recent tokens the penalty looks at; -1: all of them
   uint64_t seed = 0;
+  SamplingMode mode = SamplingMode::Reproducible;
 
   bool greedy() const { return temperature <= 0.0f; }
   // Throws tandem::Error naming the out-of-range field.

@@ -94,7 +94,7 @@ struct HttpServer::Impl {
       : engine(e),
         model(m),
         opt(std::move(o)),
-        builder(m, opt.limits),
+        builder(m, opt.limits, opt.defaults),
         access(opt.access),
         started(unix_now()),
         http(opt.timeouts) {}
@@ -192,6 +192,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
   std::shared_ptr<Ticket> ticket;
   auto channel = std::make_shared<RequestChannel>();
   bool stream = false, include_usage = false, logprobs = false;
+  SamplingParams sampling;
   int id = -1;
   try {
     ticket = admit();
@@ -205,6 +206,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     stream = p.stream;
     include_usage = p.include_usage;
     logprobs = r.params.logprobs >= 0;
+    sampling = r.params.sampling;
     // Only a stream reads the tokens as they come; a whole response is built
     // from the result.
     if (stream) r.on_token = [channel](const TokenOutput& t) { channel->push(t); };
@@ -231,6 +233,8 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
   ResponseMeta meta = make_meta(ep, opt.model_name);
   meta.logprobs = logprobs;
   meta.tokenizer = model.tokenizer();
+  meta.seed = sampling.seed;
+  meta.sampling_mode = sampling.greedy() ? "greedy" : sampling_mode_name(sampling.mode);
   ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   if (!stream) {
     respond_when_done(res, *channel, watch, meta, id);

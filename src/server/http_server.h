@@ -32,6 +32,7 @@ struct ServerOptions {
   double drain_timeout_s = 30;       // shutdown: in-flight requests get this long to finish
   bool log_requests = true;          // one stderr line per request
   ServingLimits limits;
+  RequestDefaults defaults;     // what requests leave open (the sampling mode)
   AccessOptions access;         // API key; /metrics open or not
   ConnectionTimeouts timeouts;  // slow or stalled clients
 };

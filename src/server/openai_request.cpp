@@ -250,6 +250,17 @@ void parse_sampling(const Fields& f, ParsedRequest& r) {
   if (auto n = f.integer("repeat_last_n"))
     s.penalty_last_n = checked_int(*n, "repeat_last_n", -1, INT_MAX);
   if (auto seed = f.integer("seed")) r.seed = static_cast<uint64_t>(*seed);
+  if (auto mode = f.string("sampling_mode")) {
+    if (*mode == "reproducible")
+      r.sampling_mode = SamplingMode::Reproducible;
+    else if (*mode == "optimal")
+      r.sampling_mode = SamplingMode::Optimal;
+    else
+      invalid_request(
+          "sampling_mode",
+          fmt::format("'sampling_mode' must be 'reproducible' or 'optimal', got '{}'", *mode),
+          "invalid_value");
+  }
 }
 
 void parse_response_format(const Fields& f, ParsedRequest& r) {

@@ -52,13 +52,14 @@ struct LogprobsRequest {
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::Completions;
-  std::string model;                  // "" when the client sent none
-  std::optional<std::string> prompt;  // completions: prompt text
-  std::vector<int> prompt_ids;        // completions: the prompt as token ids instead
-  std::vector<ChatMessage> messages;  // chat
-  std::optional<int> max_tokens;      // unset: the endpoint's default
-  SamplingParams sampling;            // seed unused: see `seed`
-  std::optional<uint64_t> seed;       // unset: a random one per request
+  std::string model;                          // "" when the client sent none
+  std::optional<std::string> prompt;          // completions: prompt text
+  std::vector<int> prompt_ids;                // completions: the prompt as token ids instead
+  std::vector<ChatMessage> messages;          // chat
+  std::optional<int> max_tokens;              // unset: the endpoint's default
+  SamplingParams sampling;                    // seed unused: see `seed`
+  std::optional<uint64_t> seed;               // unset: a random one per request
+  std::optional<SamplingMode> sampling_mode;  // extension; unset: the server's default
   std::vector<std::string> stop;
   bool ignore_eos = false;  // extension (as in vLLM): generate past end-of-generation tokens
   bool speculate = true;    // extension: false opts this request out of speculative decoding

@@ -107,8 +107,10 @@ json usage_json(const RequestResult& r) {
           {"total_tokens", r.stats.n_prompt + completion}};
 }
 
-json tandem_stats_json(const RequestStats& s) {
-  return {{"acceptance_rate", s.acceptance_rate()},
+json tandem_stats_json(const ResponseMeta& meta, const RequestStats& s) {
+  return {{"seed", meta.seed},
+          {"sampling_mode", meta.sampling_mode},
+          {"acceptance_rate", s.acceptance_rate()},
           {"drafted", s.drafted},
           {"accepted", s.accepted},
           {"tokens_per_round", s.tokens_per_round()},
@@ -139,7 +141,7 @@ json completion_json(const ResponseMeta& meta, const RequestResult& r) {
           {"model", meta.model},
           {"choices", json::array({choice})},
           {"usage", usage_json(r)},
-          {"tandem", tandem_stats_json(r.stats)}};
+          {"tandem", tandem_stats_json(meta, r.stats)}};
 }
 
 json role_chunk(const ResponseMeta& meta, bool include_usage) {
@@ -173,7 +175,7 @@ json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include
   json j = chunk_base(meta, include_usage);
   json body = is_chat(meta) ? json::object() : json("");
   j["choices"] = json::array({chunk_choice(meta, std::move(body), r.finish_reason)});
-  j["tandem"] = tandem_stats_json(r.stats);
+  j["tandem"] = tandem_stats_json(meta, r.stats);
   return j;
 }
 
@@ -181,7 +183,7 @@ json usage_chunk(const ResponseMeta& meta, const RequestResult& r) {
   json j = chunk_base(meta, false);
   j["choices"] = json::array();
   j["usage"] = usage_json(r);
-  j["tandem"] = tandem_stats_json(r.stats);
+  j["tandem"] = tandem_stats_json(meta, r.stats);
   return j;
 }
 

@@ -24,6 +24,10 @@ struct ResponseMeta {
   std::string model;
   bool logprobs = false;                 // the request asked for log-probabilities
   const Tokenizer* tokenizer = nullptr;  // to spell the tokens they are reported for
+  // How its tokens were chosen: the seed (sent or drawn; sending it back replays
+  // the request) and "greedy", "reproducible" or "optimal".
+  uint64_t seed = 0;
+  std::string sampling_mode;
 };
 
 ResponseMeta make_meta(Endpoint endpoint, const std::string& model);
@@ -38,8 +42,9 @@ nlohmann::json logprobs_json(const ResponseMeta& meta,
 
 // {"prompt_tokens", "completion_tokens", "total_tokens"}
 nlohmann::json usage_json(const RequestResult& r);
-// {"acceptance_rate", "drafted", "accepted", "tokens_per_round", ..., "decode_tok_per_s"}
-nlohmann::json tandem_stats_json(const RequestStats& s);
+// {"acceptance_rate", "drafted", "accepted", "tokens_per_round", ..., "decode_tok_per_s",
+//  "seed", "sampling_mode"}
+nlohmann::json tandem_stats_json(const ResponseMeta& meta, const RequestStats& s);
 
 // The non-streamed response for a request that finished with "stop" or "length".
 nlohmann::json completion_json(const ResponseMeta& meta, const RequestResult& r);

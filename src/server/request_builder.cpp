@@ -14,15 +14,17 @@
 namespace tandem::server {
 namespace {
 
+// A seed for a request that sent none, reported in the response so that it can
+// be replayed: below 2^63, since OpenAI's seed is a signed integer.
 uint64_t random_seed() {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
-  return gen();
+  return gen() >> 1;
 }
 
 }  // namespace
 
-RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits)
-    : model_(model), limits_(limits) {
+RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits, RequestDefaults defaults)
+    : model_(model), limits_(limits), defaults_(defaults) {
   if (!model.tokenizer()) {
     chat_error_ = fmt::format("{}: the model has no tokenizer", model.path());
     return;
@@ -112,6 +114,7 @@ Request RequestBuilder::build(const ParsedRequest& p) const {
   r.params.max_tokens = max_tokens;
   r.params.sampling = p.sampling;
   r.params.sampling.seed = p.seed ? *p.seed : random_seed();
+  r.params.sampling.mode = p.sampling_mode.value_or(defaults_.sampling_mode);
   r.params.stop_strings = p.stop;
   r.params.ignore_eos = p.ignore_eos;
   r.params.speculate = p.speculate;

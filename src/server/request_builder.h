@@ -24,9 +24,14 @@ struct ServingLimits {
   int max_prompt_tokens = 0;  // a prompt of more tokens gets a 400; 0: what fits the context
 };
 
+// What a request that leaves a choice open gets.
+struct RequestDefaults {
+  SamplingMode sampling_mode = SamplingMode::Reproducible;
+};
+
 class RequestBuilder {
  public:
-  RequestBuilder(const Model& model, ServingLimits limits);
+  RequestBuilder(const Model& model, ServingLimits limits, RequestDefaults defaults = {});
 
   // Throws ApiError (400) for a prompt that cannot run: empty, a token id outside
   // the vocabulary, prompt + max_tokens beyond the context or the KV cache, a
@@ -42,6 +47,7 @@ class RequestBuilder {
  private:
   const Model& model_;
   ServingLimits limits_;
+  RequestDefaults defaults_;
   std::optional<ChatTemplateFamily> family_;
   std::string chat_error_;
   // The model's vocabulary as constrained decoding sees it (null: no tokenizer).

@@ -138,6 +138,14 @@ int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vect
     if (confident) d.confidence.push_back(softmax_prob(logits, t));
     return t;
   }
+  if (sp.mode == SamplingMode::Reproducible) {
+    // The draft's own Gumbel winner with the noise of the position it drafts
+    // (the target accepts it iff the target's winner is the same token); q is
+    // not needed, so it stays empty.
+    const int t = gumbel_.choose(logits, V, sp, static_cast<int64_t>(context.size()));
+    if (confident) d.confidence.push_back(gumbel_.probability(logits, V, sp, t));
+    return t;
+  }
   d.q.emplace_back();
   d.q.back().compute(logits, V, sp);
   const int t = d.q.back().sample(*req.rng);
@@ -145,17 +153,28 @@ int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vect
   return t;
 }
 
-int ModelDrafter::sibling(const DraftContext& req, const float* logits, const Draft& d) const {
+int ModelDrafter::sibling(const DraftContext& req, float* logits, const Draft& d,
+                          int64_t position) {
   const int V = tf_.vocab_size(), chosen = d.tokens.back();
-  if (req.sampling->greedy()) {
-    // The chain token's probability, if choose() already computed it.
-    const float top =
-        d.confidence.size() == d.tokens.size() ? d.confidence.back() : softmax_prob(logits, chosen);
+  const SamplingParams& sp = *req.sampling;
+  // The chain token's probability, where choose() already computed it.
+  const bool have_confidence = d.confidence.size() == d.tokens.size();
+  if (sp.greedy()) {
+    const float top = have_confidence ? d.confidence.back() : softmax_prob(logits, chosen);
     if (top >= kSiblingBelow) return -1;
     int best = -1;
     for (int i = 0; i < V; ++i)
       if (i != chosen && (best < 0 || logits[i] > logits[best])) best = i;
     return best >= 0 && std::isfinite(logits[best]) ? best : -1;
+  }
+  if (sp.mode == SamplingMode::Reproducible) {
+    // The runner-up of the same Gumbel race: the target's winner where it is
+    // not the chain's token, when the draft's noise ranked it second.
+    const float top =
+        have_confidence ? d.confidence.back() : gumbel_.probability(logits, V, sp, chosen);
+    if (top >= kSiblingBelow) return -1;
+    const int t = gumbel_.choose(logits, V, sp, position, chosen);
+    return t != chosen && std::isfinite(logits[t]) ? t : -1;
   }
   const auto& q = d.q.back().probs();
   if (*std::max_element(q.begin(), q.end()) >= kSiblingBelow) return -1;
@@ -255,7 +274,8 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
       // Siblings are decided before the draw and added in depth order: which
       // positions get one depends on no later draw.
       if (static_cast<int>(j.siblings.size()) < siblings_ && !j.constraint) {
-        const int sib = sibling(reqs[j.i], &logits_[static_cast<size_t>(row - 1) * V], out[j.i]);
+        const int sib = sibling(reqs[j.i], &logits_[static_cast<size_t>(row - 1) * V], out[j.i],
+                                static_cast<int64_t>(j.context.size()));
         if (sib >= 0) j.siblings.emplace_back(step, sib);
       }
       j.context.push_back(t);

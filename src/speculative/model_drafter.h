@@ -12,6 +12,7 @@
 #include "cache/kv_cache_factory.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "sampling/gumbel_sampler.h"
 #include "speculative/adaptive_k.h"
 #include "speculative/draft_hints.h"
 #include "speculative/drafter.h"
@@ -73,11 +74,13 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   // The draft's probability of `token` under plain softmax (greedy requests).
   float softmax_prob(const float* logits, int token) const;
   // A second candidate beside main-chain token d.tokens.back() at an uncertain
-  // position: where the draft's likeliest token has probability below
-  // kSiblingBelow (a property of the distribution, decided before any draw, so
-  // sampled trees stay exact), the runner-up (greedy) or a draw from q without
-  // the chain's token. Returns -1 for none.
-  int sibling(const DraftContext& req, const float* logits, const Draft& d) const;
+  // position (`position`, the chain token's): where the draft's likeliest token
+  // has probability below kSiblingBelow (optimal mode: a property of the
+  // distribution, decided before any draw, so sampled trees stay exact), the
+  // runner-up (greedy; reproducible mode: of the same Gumbel race, where the chain
+  // token's probability is below it) or a draw from q without the chain's token.
+  // Returns -1 for none.
+  int sibling(const DraftContext& req, float* logits, const Draft& d, int64_t position);
   static constexpr float kSiblingBelow = 0.8f;
 
   const Model& draft_;
@@ -88,6 +91,7 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;                  // by request id
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
+  GumbelSampler gumbel_;         // reproducible mode's choices
   // Milliseconds per token fed by step 0s that caught up on many tokens.
   RunningCost catch_up_per_token_;
   double relative_cost_ = 0;

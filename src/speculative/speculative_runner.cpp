@@ -50,8 +50,8 @@ void SpeculativeRunner::prefill(const std::vector<std::pair<Generation*, int>>& 
   // A new request's first token: a verification of an empty draft.
   for (size_t i = 0; i < completed.size(); ++i) {
     Generation& s = *completed[i];
-    const Verdict v =
-        verify_draft(&logits_[i * V], V, Draft{}, s.sampling(), s.tokens(), s.rng(), extras(s));
+    const Verdict v = verify_draft(&logits_[i * V], V, Draft{}, s.sampling(), s.tokens(), s.rng(),
+                                   extras(s), &verify_scratch_);
     s.accept({v.token, false, logprobs_.empty() ? nullptr : &logprobs_[0]});
   }
 }
@@ -152,8 +152,8 @@ double SpeculativeRunner::verify(const std::vector<Generation*>& seqs) {
 
 Verdict SpeculativeRunner::accept(Generation& s, const Draft& d, float* logits) {
   const int base = static_cast<int>(s.tokens().size());  // the cache holds all of these now
-  const Verdict v =
-      verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng(), extras(s));
+  const Verdict v = verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng(),
+                                 extras(s), &verify_scratch_);
   // The policy and the drafter learn from the main chain: what its acceptance
   // estimates and confidences are about.
   int on_chain = v.n_accepted;

@@ -82,6 +82,7 @@ class SpeculativeRunner {
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   std::vector<Draft> drafts_;
   std::vector<TokenLogprobs> logprobs_;  // of the request being accepted
+  VerifyScratch verify_scratch_;
   std::vector<int> first_row_;
   ForwardBatch batch_;
 };

@@ -36,10 +36,12 @@ class PathState {
     apply_repetition_penalty(row, n_vocab_, ctx_.data(), static_cast<int>(ctx_.size()), params_);
     if (state_) check(state_->mask(row, n_vocab_), "the output constraint allows no token");
   }
+  // Whether log-probabilities are asked for.
+  bool wants_report() const { return extras_.logprobs && extras_.top_logprobs >= 0; }
   // The row emits `token`: report its log-probabilities if asked (p: the
   // request's distribution over the row; null for a greedy request).
   void report(const float* row, int token, const SamplingDistribution* p) const {
-    if (extras_.logprobs && extras_.top_logprobs >= 0)
+    if (wants_report())
       extras_.logprobs->push_back(token_logprobs(token, row, n_vocab_, p, extras_.top_logprobs));
   }
   // A drafted token was accepted: the next row follows it.
@@ -66,6 +68,38 @@ bool any_positive(const std::vector<float>& w) {
   return std::any_of(w.begin(), w.end(), [](float x) { return x > 0; });
 }
 
+// Whether the target's token at a row is a function of the row alone (greedy,
+// or reproducible sampling): drafts are then accepted by equality.
+bool deterministic(const SamplingParams& params) {
+  return params.greedy() || params.mode == SamplingMode::Reproducible;
+}
+
+// What one verification works with: the request's parameters, the path state,
+// and the scratch.
+struct Rows {
+  int n_vocab;
+  const SamplingParams& params;
+  PathState& path;
+  VerifyScratch& scratch;
+  int64_t base;  // the position row 0 chooses
+
+  // The target's token at a row that chooses position `position` (deterministic
+  // modes), reported with its log-probabilities when asked.
+  int own_token(float* row, int64_t position) {
+    if (params.greedy()) {
+      const int t = argmax(row, n_vocab);
+      path.report(row, t, nullptr);
+      return t;
+    }
+    const int t = scratch.gumbel.choose(row, n_vocab, params, position);
+    if (path.wants_report()) {
+      scratch.p.compute(row, n_vocab, params);
+      path.report(row, t, &scratch.p);
+    }
+    return t;
+  }
+};
+
 // The children of each node of a tree; index 0 lists the root's (node j is 1 + j).
 std::vector<std::vector<int>> children_of(const Draft& d) {
   const int n = static_cast<int>(d.tokens.size());
@@ -80,35 +114,36 @@ std::vector<std::vector<int>> children_of(const Draft& d) {
   return children;
 }
 
-Verdict verify_tree(float* logits, int n_vocab, const Draft& d, const SamplingParams& params,
-                    PathState& path_state, Rng& rng) {
+Verdict verify_tree(float* logits, const Draft& d, Rows& rows, Rng& rng) {
   const auto children = children_of(d);
+  const int n_vocab = rows.n_vocab;
   Verdict v;
-  SamplingDistribution p;
   int node = -1;  // the node reached: -1 the root
   for (;;) {
     float* row = logits + static_cast<size_t>(node + 1) * n_vocab;
-    path_state.prepare(row);
+    rows.path.prepare(row);
     const std::vector<int>& kids = children[node + 1];
     int next = -1, token = -1;
-    if (params.greedy()) {
-      token = argmax(row, n_vocab);
+    if (deterministic(rows.params)) {
+      token = rows.own_token(row, rows.base + static_cast<int64_t>(v.path.size()));
       for (int c : kids)
         if (d.tokens[c] == token) next = c;
-      path_state.report(row, token, nullptr);
     } else {
-      p.compute(row, n_vocab, params);
-      std::vector<int> candidates;
+      SamplingDistribution& p = rows.scratch.p;
+      p.compute(row, n_vocab, rows.params);
+      std::vector<int>& candidates = rows.scratch.candidates;
+      candidates.clear();
       for (int c : kids) candidates.push_back(d.tokens[c]);
       const SamplingDistribution* q =
           kids.empty() || d.q.empty() ? nullptr : &d.q[static_cast<size_t>(kids[0])];
-      const int picked = kids.empty() ? -1 : accept_among(p, q, candidates, rng, &token);
+      const int picked =
+          kids.empty() ? -1 : accept_among(p, q, candidates, rng, &token, &rows.scratch);
       if (kids.empty()) token = p.sample(rng);
       if (picked >= 0) {
         next = kids[picked];
         token = d.tokens[next];
       }
-      path_state.report(row, token, &p);
+      rows.path.report(row, token, &p);
     }
     if (next < 0) {
       v.n_accepted = static_cast<int>(v.path.size());
@@ -116,7 +151,7 @@ Verdict verify_tree(float* logits, int n_vocab, const Draft& d, const SamplingPa
       return v;
     }
     v.path.push_back(next);
-    path_state.advance(token);
+    rows.path.advance(token);
     node = next;
   }
 }
@@ -124,12 +159,14 @@ Verdict verify_tree(float* logits, int n_vocab, const Draft& d, const SamplingPa
 }  // namespace
 
 bool accept_or_resample(const SamplingDistribution& p, const SamplingDistribution* q, int token,
-                        Rng& rng, int* correction) {
+                        Rng& rng, int* correction, VerifyScratch* scratch) {
   const double pt = p[token];
   const double qt = q ? (*q)[token] : 1.0;
   // u < p/q accepts with probability min(1, p/q); qt > 0 because token was drawn from q.
   if (qt > 0 && rng.uniform() * qt < pt) return true;
-  std::vector<float> residual(p.probs());
+  std::vector<float> local;
+  std::vector<float>& residual = scratch ? scratch->residual : local;
+  residual.assign(p.probs().begin(), p.probs().end());
   if (q) {
     for (size_t i = 0; i < residual.size(); ++i)
       residual[i] = std::max(0.0f, residual[i] - q->probs()[i]);
@@ -143,9 +180,12 @@ bool accept_or_resample(const SamplingDistribution& p, const SamplingDistributio
 }
 
 int accept_among(const SamplingDistribution& p, const SamplingDistribution* q1,
-                 const std::vector<int>& children, Rng& rng, int* token) {
-  std::vector<float> pj(p.probs()), qj;
-  if (q1) qj = q1->probs();
+                 const std::vector<int>& children, Rng& rng, int* token, VerifyScratch* scratch) {
+  std::vector<float> local_p, local_q;
+  std::vector<float>& pj = scratch ? scratch->residual : local_p;
+  std::vector<float>& qj = scratch ? scratch->q_rest : local_q;
+  pj.assign(p.probs().begin(), p.probs().end());
+  if (q1) qj.assign(q1->probs().begin(), q1->probs().end());
   for (size_t j = 0; j < children.size(); ++j) {
     const int c = children[j];
     const double pc = pj[c], qc = q1 ? qj[c] : 1.0;
@@ -171,19 +211,21 @@ int accept_among(const SamplingDistribution& p, const SamplingDistribution* q1,
 }
 
 Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
-                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras) {
+                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras,
+                     VerifyScratch* scratch) {
+  VerifyScratch local;
   PathState path(n_vocab, params, context, extras);
-  if (draft.is_tree()) return verify_tree(logits, n_vocab, draft, params, path, rng);
+  Rows rows{n_vocab, params, path, scratch ? *scratch : local,
+            static_cast<int64_t>(context.size())};
+  if (draft.is_tree()) return verify_tree(logits, draft, rows, rng);
   const int k = static_cast<int>(draft.tokens.size());
-  SamplingDistribution p;
+  SamplingDistribution& p = rows.scratch.p;
   for (int i = 0; i <= k; ++i) {
     float* row = logits + static_cast<size_t>(i) * n_vocab;
     path.prepare(row);
-    if (params.greedy()) {
-      const int best = argmax(row, n_vocab);
-      const bool last = i == k || best != draft.tokens[i];
-      path.report(row, last ? best : draft.tokens[i], nullptr);
-      if (last) return {i, best, {}};
+    if (deterministic(params)) {
+      const int own = rows.own_token(row, rows.base + i);
+      if (i == k || own != draft.tokens[i]) return {i, own, {}};
     } else {
       p.compute(row, n_vocab, params);
       if (i == k) {
@@ -193,7 +235,8 @@ Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const Sampl
       }
       const SamplingDistribution* q = draft.q.empty() ? nullptr : &draft.q[i];
       int correction = -1;
-      const bool accepted = accept_or_resample(p, q, draft.tokens[i], rng, &correction);
+      const bool accepted =
+          accept_or_resample(p, q, draft.tokens[i], rng, &correction, &rows.scratch);
       path.report(row, accepted ? draft.tokens[i] : correction, &p);
       if (!accepted) return {i, correction, {}};
     }

@@ -43,11 +43,11 @@ class ServerProcess:
     """`tandem serve --port 0 ...`: waits for the "listening on" line, gives an
     OpenAI client, raw HTTP access and /metrics, and stops it with a signal."""
 
-    def __init__(self, *args, startup_timeout=60, threads=2):
-        if not MODEL.exists():
-            sys.exit(f"{MODEL} is missing: run `make models`")
+    def __init__(self, *args, startup_timeout=60, threads=2, model=MODEL):
+        if not Path(model).exists():
+            sys.exit(f"{model} is missing: run `make models`")
         self.log = tempfile.NamedTemporaryFile(prefix="tandem-serve-", suffix=".log", delete=False)
-        cmd = [TANDEM, "serve", "-m", str(MODEL), "--port", "0", "-t", str(threads),
+        cmd = [TANDEM, "serve", "-m", str(model), "--port", "0", "-t", str(threads),
                *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
         line = [None]

@@ -46,8 +46,8 @@ double propose(Drafter& drafter, const std::vector<Sequence*>& seqs, const std::
 }
 
 std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
-                               const std::vector<Request>& reqs, int max_batch) {
-  ThreadPool pool(1);  // tiny models: threads would only add synchronisation
+                               const std::vector<Request>& reqs, int max_batch, int threads) {
+  ThreadPool pool(threads);  // tiny models: more threads only add synchronisation
   EngineOptions eo;
   eo.max_batch = max_batch;
   eo.n_ctx = 256;

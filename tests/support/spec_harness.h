@@ -28,10 +28,12 @@ Models load_models(Arch arch, int vocab, bool tokenizer);
 double propose(Drafter& drafter, const std::vector<Sequence*>& seqs, const std::vector<int>& k,
                std::vector<Draft>& out);
 
-// Run the requests through an engine (one thread, n_ctx 256) with the drafter of
-// `kind`; drafts are verified even where they do not pay (no opting out).
+// Run the requests through an engine (n_ctx 256; one thread unless told) with
+// the drafter of `kind`; drafts are verified even where they do not pay (no
+// opting out).
 std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
-                               const std::vector<Request>& reqs, int max_batch = 1);
+                               const std::vector<Request>& reqs, int max_batch = 1,
+                               int threads = 1);
 
 Request greedy_request(std::vector<int> prompt, int n);
 

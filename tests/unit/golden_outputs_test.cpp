@@ -1,17 +1,16 @@
 // Golden outputs: the token streams of a matrix of configurations (plain, n-gram,
-// draft model, trees, lookups first, structured output, and seeded sampling
-// without speculation: with it, sampled tokens follow the draft policy's
-// timing-dependent choices) on the bundled models, pinned by hash in
-// tests/golden/outputs.tsv. A change that alters any of them fails here; if the
-// change is meant to, the same commit updates the file and says why:
+// draft model, trees, lookups first, seeded sampling in both modes, structured
+// output) on the bundled models, pinned by hash in tests/golden/outputs.tsv. A
+// change that alters any of them fails here; if the change is meant to, the same
+// commit updates the file and says why:
 //
 //   TANDEM_GOLDEN_UPDATE=1 build/tests/golden_outputs_test
 //
 // rewrites the entries of this machine's SIMD target (the kernels of different
 // instruction sets round differently; their entries are kept apart). The
 // configurations that must agree by construction (every drafter against plain
-// greedy decoding) are also compared with each other, so the file cannot pin a
-// broken guarantee.
+// decoding, greedy or seeded in reproducible mode) are also compared with each
+// other, so the file cannot pin a broken guarantee.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -73,6 +72,7 @@ struct Config {
   Draft draft = Draft::None;
   SpecOptions spec;
   float temperature = 0;
+  SamplingMode mode = SamplingMode::Reproducible;
   bool structured = false;
   std::string same_as;  // the configuration whose tokens this one must reproduce ("" none)
 
@@ -81,8 +81,9 @@ struct Config {
     spec = so;
     return *this;
   }
-  Config& sampled(float t) {
+  Config& sampled(float t, SamplingMode m = SamplingMode::Reproducible) {
     temperature = t;
+    mode = m;
     return *this;
   }
   Config& constrained() {
@@ -106,12 +107,21 @@ SpecOptions adaptive(int tree = 0) { return {12, true, true, tree}; }
 
 std::vector<Config> configs(bool have_draft_model) {
   using D = Config::Draft;
+  const auto optimal = SamplingMode::Optimal;
   std::vector<Config> c = {
       config("plain"),
       config("ngram-k4").with(D::Ngram, fixed(4)).same_tokens_as("plain"),
       config("ngram-auto-tree4").with(D::Ngram, adaptive(4)).same_tokens_as("plain"),
       config("sampled-t0.7").sampled(0.7f),
-      config("sampled-t1.0").sampled(1.0f),
+      config("sampled-t0.7-ngram-k4")
+          .with(D::Ngram, fixed(4))
+          .sampled(0.7f)
+          .same_tokens_as("sampled-t0.7"),
+      config("sampled-t0.7-ngram-auto")
+          .with(D::Ngram, adaptive())
+          .sampled(0.7f)
+          .same_tokens_as("sampled-t0.7"),
+      config("sampled-t1.0-optimal").sampled(1.0f, optimal),
       config("structured").constrained(),
       config("structured-ngram-k4")
           .with(D::Ngram, fixed(4))
@@ -123,6 +133,14 @@ std::vector<Config> configs(bool have_draft_model) {
     c.push_back(config("pair-auto-tree4").with(D::Model, adaptive(4)).same_tokens_as("plain"));
     c.push_back(
         config("pair-lookup-auto").with(D::ModelLookup, adaptive()).same_tokens_as("plain"));
+    c.push_back(config("sampled-t0.7-pair-k4")
+                    .with(D::Model, fixed(4))
+                    .sampled(0.7f)
+                    .same_tokens_as("sampled-t0.7"));
+    c.push_back(config("sampled-t0.7-pair-auto-tree4")
+                    .with(D::Model, adaptive(4))
+                    .sampled(0.7f)
+                    .same_tokens_as("sampled-t0.7"));
     c.push_back(config("structured-pair-k4")
                     .with(D::Model, fixed(4))
                     .constrained()
@@ -170,6 +188,7 @@ Entries run_matrix(const ModelSetup& s) {
       r.params.max_tokens = s.max_tokens;
       r.params.sampling.temperature = c.temperature;
       r.params.sampling.seed = 1234 + i;
+      r.params.sampling.mode = c.mode;
       if (c.structured) r.params.constraint = structured::GrammarConstraint::start(grammar, vocab);
       const int id = engine.submit(std::move(r));
       engine.run();

@@ -115,44 +115,56 @@ TEST(ConstrainedDecoding, DraftsKeepToTheConstraint) {
 }
 
 // The chi-square test of sampled speculation, under the constraint: every
-// drafter's output follows the constrained distribution exactly.
+// drafter's output follows the constrained distribution exactly, in both
+// sampling modes; in reproducible mode each trial is moreover token for token
+// what plain sampling gave with its seed.
 TEST(ConstrainedDecoding, SampledJointDistributionIsTheConstrainedOne) {
   const int V = 8;
   Models m = load_models(Arch::Llama, V, false);
   // Alternating, so that lookups keep to the constraint often enough to draft.
   const std::vector<int> prompt{4, 3, 4, 3, 4, 3, 4, 3};
-  SamplingParams sp;
-  sp.temperature = 2.5f;
-  sp.top_p = 0.99f;
-  AlternatingParity grammar;
-  const auto joint = exact_joint(*m.target, prompt, sp, &grammar);
-  const int trials = 20000;
-  std::vector<Request> reqs = sampled_trials(prompt, sp, trials, 5000);
-  for (auto& r : reqs) r = constrained(std::move(r));
-  const std::pair<DraftKind, SpecOptions> setups[] = {{DraftKind::None, {2, false}},
-                                                      {DraftKind::Other, {2, false}},
-                                                      {DraftKind::SameQuantized, {3, false}},
-                                                      {DraftKind::Ngram, {2, false}}};
-  for (auto [kind, so] : setups) {
-    const auto results = run(m, kind, so, reqs);
-    std::vector<long> count(joint.size());
-    int drafted = 0;
-    for (const auto& r : results) {
-      ASSERT_EQ(r.tokens.size(), 4u);
-      ASSERT_TRUE(keeps_to(r.tokens));
-      count[(r.tokens[0] * V + r.tokens[1]) * V + r.tokens[2]]++;
-      drafted += r.stats.drafted;
-    }
-    const auto chi = chi_square(count, joint);
-    std::printf("constrained, drafter %d: chi2 %.1f dof %d p-value %.4f (%d drafted)\n", int(kind),
-                chi.statistic, chi.dof, chi.p_value, drafted);
-    // Fixed seeds, so deterministic; a biased sampler moves probability by
-    // percents, which 20,000 trials turn into p-values far below 0.001.
-    EXPECT_GT(chi.p_value, 0.001) << "drafter " << int(kind);
-    // Draft models draft in every request; lookups only where a match keeps to
-    // the constraint.
-    if (kind != DraftKind::None) {
-      EXPECT_GT(drafted, kind == DraftKind::Ngram ? trials / 5 : trials / 2) << int(kind);
+  for (SamplingMode mode : {SamplingMode::Optimal, SamplingMode::Reproducible}) {
+    SamplingParams sp;
+    sp.temperature = 2.5f;
+    sp.top_p = 0.99f;
+    sp.mode = mode;
+    AlternatingParity grammar;
+    const auto joint = exact_joint(*m.target, prompt, sp, &grammar);
+    const int trials = 20000;
+    std::vector<Request> reqs = sampled_trials(prompt, sp, trials, 5000);
+    for (auto& r : reqs) r = constrained(std::move(r));
+    const std::pair<DraftKind, SpecOptions> setups[] = {{DraftKind::None, {2, false}},
+                                                        {DraftKind::Other, {2, false}},
+                                                        {DraftKind::SameQuantized, {3, false}},
+                                                        {DraftKind::Ngram, {2, false}}};
+    std::vector<RequestResult> plain;
+    for (auto [kind, so] : setups) {
+      const auto results = run(m, kind, so, reqs);
+      if (kind == DraftKind::None) plain = results;
+      std::vector<long> count(joint.size());
+      int drafted = 0;
+      for (size_t i = 0; i < results.size(); ++i) {
+        const auto& r = results[i];
+        ASSERT_EQ(r.tokens.size(), 4u);
+        ASSERT_TRUE(keeps_to(r.tokens));
+        if (mode == SamplingMode::Reproducible) {
+          ASSERT_EQ(r.tokens, plain[i].tokens) << "drafter " << int(kind) << " trial " << i;
+        }
+        count[(r.tokens[0] * V + r.tokens[1]) * V + r.tokens[2]]++;
+        drafted += r.stats.drafted;
+      }
+      const auto chi = chi_square(count, joint);
+      std::printf("constrained, %s, drafter %d: chi2 %.1f dof %d p-value %.4f (%d drafted)\n",
+                  sampling_mode_name(mode), int(kind), chi.statistic, chi.dof, chi.p_value,
+                  drafted);
+      // Fixed seeds, so deterministic; a biased sampler moves probability by
+      // percents, which 20,000 trials turn into p-values far below 0.001.
+      EXPECT_GT(chi.p_value, 0.001) << "drafter " << int(kind);
+      // Draft models draft in every request; lookups only where a match keeps to
+      // the constraint.
+      if (kind != DraftKind::None) {
+        EXPECT_GT(drafted, kind == DraftKind::Ngram ? trials / 5 : trials / 2) << int(kind);
+      }
     }
   }
 }

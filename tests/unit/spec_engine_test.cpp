@@ -112,7 +112,12 @@ TEST(SpeculativeEngine, DraftWithAnotherVocabularyIsRejected) {
   }
 }
 
-TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
+class SampledJoint : public ::testing::TestWithParam<SamplingMode> {};
+
+// Both modes draw exactly from the target's distribution with every drafter; in
+// reproducible mode each trial's tokens are moreover those plain sampling gives
+// with its seed.
+TEST_P(SampledJoint, MatchesPlainSampling) {
   const int V = 8;
   Models m = load_models(Arch::Llama, V, false);
   // Repetitive, so the n-gram drafter proposes too.
@@ -123,7 +128,8 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
   configs[1].top_k = 6;
   configs[1].top_p = 0.95f;
   configs[1].repetition_penalty = 1.2f;
-  for (const auto& sp : configs) {
+  for (SamplingParams sp : configs) {
+    sp.mode = GetParam();
     auto joint = exact_joint(*m.target, prompt, sp);
     const int trials = 20000;
     const std::vector<Request> reqs = sampled_trials(prompt, sp, trials, 1000);
@@ -142,8 +148,16 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
         {DraftKind::SameQuantized, {2, false, true, 2}},
         {DraftKind::Ngram, {2, false, true, 2}},
         {DraftKind::Other, {3, true, true, 3}}};
+    std::vector<RequestResult> plain;
     for (auto [kind, so] : setups) {
       auto results = run(m, kind, so, reqs);
+      if (kind == DraftKind::None) plain = results;
+      if (sp.mode == SamplingMode::Reproducible) {
+        for (size_t i = 0; i < results.size(); ++i) {
+          ASSERT_EQ(results[i].tokens, plain[i].tokens)
+              << "drafter " << int(kind) << " trial " << i << ": not what plain sampling gave";
+        }
+      }
       std::vector<long> count(joint.size());
       int drafted = 0, tree_nodes = 0, off_chain = 0;
       for (const auto& r : results) {
@@ -178,6 +192,57 @@ TEST(SpeculativeEngine, SampledJointDistributionMatchesPlainSampling) {
         EXPECT_GT(off_chain, 0) << "no sibling was ever accepted";
       }
     }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SampledJoint,
+                         ::testing::Values(SamplingMode::Optimal, SamplingMode::Reproducible),
+                         [](const ::testing::TestParamInfo<SamplingMode>& info) {
+                           return std::string(sampling_mode_name(info.param));
+                         });
+
+// Same seed, same tokens (reproducible mode): a seeded sampled request gives
+// the tokens plain sampling gives, whatever the drafter, K (fixed or adaptive),
+// tree, batch and thread count, at temperatures 0.3, 0.7 and 1.0, with top-p and
+// a repetition penalty in the mix.
+TEST(SeededSampling, SameTokensWhateverTheDrafterKTreeBatchAndThreads) {
+  Models m = load_models(Arch::Qwen2, 384, true);
+  const auto prompts = spec_prompts(384);
+  for (float t : {0.3f, 0.7f, 1.0f}) {
+    std::vector<Request> reqs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      Request r = greedy_request(prompts[i], 48);
+      r.params.sampling.temperature = t;
+      r.params.sampling.seed = 100 + i;
+      if (i == 1) r.params.sampling.top_p = 0.9f;
+      if (i == 2) r.params.sampling.repetition_penalty = 1.1f;
+      reqs.push_back(r);
+    }
+    const auto plain = run(m, DraftKind::None, {}, reqs);
+    int drafted = 0, changed_by_seed = 0;
+    for (auto kind :
+         {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram, DraftKind::OtherLookup}) {
+      for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true},
+                             SpecOptions{4, false, true, 6}, SpecOptions{8, true, true, 6}}) {
+        for (auto [batch, threads] : {std::pair{1, 1}, std::pair{3, 2}}) {
+          const auto spec = run(m, kind, so, reqs, batch, threads);
+          for (size_t i = 0; i < reqs.size(); ++i) {
+            ASSERT_EQ(spec[i].tokens, plain[i].tokens)
+                << "T " << t << " drafter " << int(kind) << " k " << so.k
+                << (so.adaptive ? " auto" : "") << " tree " << so.tree_extra << " batch " << batch
+                << " threads " << threads << " prompt " << i;
+            drafted += spec[i].stats.drafted;
+          }
+        }
+      }
+    }
+    EXPECT_GT(drafted, 0) << "the speculative path was not exercised";
+    // The seed matters: another seed gives other tokens.
+    auto reseeded = reqs;
+    for (auto& r : reseeded) r.params.sampling.seed += 1000;
+    const auto other = run(m, DraftKind::None, {}, reseeded);
+    for (size_t i = 0; i < reqs.size(); ++i) changed_by_seed += other[i].tokens != plain[i].tokens;
+    EXPECT_GE(changed_by_seed, 3) << "T " << t;
   }
 }
 

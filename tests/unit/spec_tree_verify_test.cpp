@@ -21,9 +21,11 @@ std::vector<float> logits_of(const std::vector<double>& probs) {
   return logits;
 }
 
-SamplingParams sampled() {
+// Optimal mode (recursive rejection sampling) unless told otherwise.
+SamplingParams sampled(SamplingMode mode = SamplingMode::Optimal) {
   SamplingParams sp;
   sp.temperature = 1.0f;
+  sp.mode = mode;
   return sp;
 }
 
@@ -126,7 +128,12 @@ TEST(TreeSampling, AcceptanceGrowsWithCandidates) {
 // A two-level tree over a vocabulary of 4: the root has children A (token 0)
 // and B (token 1); A has children 2 and 3, B has child 0. Each node's row has its
 // own distribution; the first two emitted tokens must follow p(x) p(y | x).
-TEST(TreeSampling, TwoLevelTreeEmitsTheTargetsJointDistribution) {
+class TreeSamplingModes : public ::testing::TestWithParam<SamplingMode> {};
+
+// In optimal mode by recursive rejection sampling from one stream; in
+// reproducible mode by the walk that follows the target's Gumbel choice, one seed
+// per trial.
+TEST_P(TreeSamplingModes, TwoLevelTreeEmitsTheTargetsJointDistribution) {
   const int V = 4;
   const std::vector<std::vector<double>> rows{
       {0.2, 0.3, 0.4, 0.1},      // root: row 0
@@ -149,7 +156,9 @@ TEST(TreeSampling, TwoLevelTreeEmitsTheTargetsJointDistribution) {
       const auto l = logits_of(r);
       logits.insert(logits.end(), l.begin(), l.end());
     }
-    const Verdict v = verify_draft(logits.data(), V, d, sampled(), {0}, rng);
+    SamplingParams sp = sampled(GetParam());
+    sp.seed = static_cast<uint64_t>(t);
+    const Verdict v = verify_draft(logits.data(), V, d, sp, {0}, rng);
     const int x = v.path.empty() ? v.token : d.tokens[v.path[0]];
     first[x]++;
     if (v.path.empty()) continue;
@@ -165,6 +174,12 @@ TEST(TreeSampling, TwoLevelTreeEmitsTheTargetsJointDistribution) {
     expect_follows(x == 0 ? "second token after A" : "second token after B", second, rows[1 + x]);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, TreeSamplingModes,
+                         ::testing::Values(SamplingMode::Optimal, SamplingMode::Reproducible),
+                         [](const ::testing::TestParamInfo<SamplingMode>& info) {
+                           return std::string(sampling_mode_name(info.param));
+                         });
 
 TEST(TreeGreedy, FollowsTheArgmaxPathAndTakesTheBonusBelowALeaf) {
   const int V = 5;

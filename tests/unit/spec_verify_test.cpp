@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
+#include "sampling/gumbel_sampler.h"
 #include "speculative/adaptive_k.h"
 #include "speculative/draft_stop.h"
 #include "speculative/lookup_first_drafter.h"
@@ -362,4 +364,100 @@ TEST(ChiSquare, UpperTailMatchesKnownQuantiles) {
   EXPECT_NEAR(test::chi_square_upper_tail(9.488, 4), 0.05, 1e-4);
   EXPECT_NEAR(test::chi_square_upper_tail(23.209, 10), 0.01, 1e-4);
   EXPECT_NEAR(test::chi_square_upper_tail(1.0, 1), 0.3173, 1e-4);
+}
+
+namespace {
+
+// Random distributions over V tokens, some tokens at zero.
+std::vector<double> random_dist(std::mt19937& gen, int V, double zero_share) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<double> p(V);
+  double z = 0;
+  for (double& x : p) z += x = u(gen) < zero_share ? 0.0 : std::pow(u(gen), 3.0);
+  if (z == 0) p[0] = z = 1;
+  for (double& x : p) x /= z;
+  return p;
+}
+
+std::vector<float> log_of(const std::vector<double>& p) {
+  std::vector<float> l;
+  for (double x : p) l.push_back(x > 0 ? static_cast<float>(std::log(x)) : -INFINITY);
+  return l;
+}
+
+}  // namespace
+
+// Reproducible mode accepts a drafted token iff the draft's Gumbel winner under q
+// is the target's under p (the same noise). Its acceptance is exactly
+//   sum_i 1 / sum_j max(p_j / p_i, q_j / q_i)
+// (token i wins both races iff every E_j exceeds E_i max(p_j/p_i, q_j/q_i), E the
+// exponential race's variables), and never below (1 - TV) / (1 + TV) (Daliri et
+// al. 2024). Checked exactly on random pairs, and by 20,000 positions of the real
+// noise against the exact value (4 standard deviations: a test that fails by
+// chance once in 16,000 runs, deterministic at fixed seeds).
+TEST(ReproducibleVerify, AcceptanceOfTheCouplingIsAtLeastTheBound) {
+  std::mt19937 gen(77);
+  for (int pair = 0; pair < 12; ++pair) {
+    const int V = 4 + pair * 3;
+    const auto p = random_dist(gen, V, 0.2), q = random_dist(gen, V, 0.2);
+    double tv = 0, exact = 0;
+    for (int i = 0; i < V; ++i) tv += 0.5 * std::abs(p[i] - q[i]);
+    for (int i = 0; i < V; ++i) {
+      if (p[i] == 0 || q[i] == 0) continue;
+      double denom = 0;
+      for (int j = 0; j < V; ++j) denom += std::max(p[j] / p[i], q[j] / q[i]);
+      exact += 1 / denom;
+    }
+    const double bound = (1 - tv) / (1 + tv);
+    EXPECT_GE(exact, bound - 1e-12) << "pair " << pair;
+    EXPECT_LE(exact, 1 - tv + 1e-12) << "no coupling beats 1 - TV";
+
+    const auto lp = log_of(p), lq = log_of(q);
+    SamplingParams sp;
+    sp.temperature = 1.0f;
+    sp.seed = 1000 + pair;
+    GumbelSampler g;
+    const int n = 20000;
+    int same = 0;
+    for (int pos = 0; pos < n; ++pos) {
+      std::vector<float> rp = lp, rq = lq;
+      same += g.choose(rp.data(), V, sp, pos) == g.choose(rq.data(), V, sp, pos);
+    }
+    const double rate = double(same) / n, sd = std::sqrt(exact * (1 - exact) / n);
+    std::printf("V=%2d TV %.3f: bound %.4f, exact %.4f, measured %.4f\n", V, tv, bound, exact,
+                rate);
+    EXPECT_NEAR(rate, exact, 4 * sd + 1e-9) << "pair " << pair;
+  }
+}
+
+// A chain verified in reproducible mode emits exactly the tokens plain sampling
+// with that seed takes at each position, whatever was drafted: the first
+// mismatch is replaced by the target's own choice.
+TEST(ReproducibleVerify, EmitsWhatPlainSamplingTakesWhateverTheDraft) {
+  const int V = 6, k = 4;
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> logits((k + 1) * V);
+    for (float& x : logits) x = u(gen);
+    SamplingParams sp;
+    sp.temperature = 0.8f;
+    sp.seed = trial;
+    const std::vector<int> context{1, 2, 3};
+    // Plain: each row's own choice at its position.
+    std::vector<int> plain;
+    GumbelSampler g;
+    for (int i = 0; i <= k; ++i) {
+      std::vector<float> row(logits.begin() + i * V, logits.begin() + (i + 1) * V);
+      plain.push_back(g.choose(row.data(), V, sp, static_cast<int64_t>(context.size()) + i));
+    }
+    Draft d;
+    const int agree = trial % (k + 1);  // drafts matching plain before a wrong one
+    for (int i = 0; i < k; ++i) d.tokens.push_back(i < agree ? plain[i] : (plain[i] + 1) % V);
+    std::vector<float> copy = logits;
+    Rng rng(1);
+    const Verdict v = verify_draft(copy.data(), V, d, sp, context, rng);
+    ASSERT_EQ(v.n_accepted, agree) << "trial " << trial;
+    EXPECT_EQ(v.token, plain[agree]) << "trial " << trial;
+  }
 }

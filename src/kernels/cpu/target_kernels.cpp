@@ -42,6 +42,7 @@ TargetKernels target_kernels(int64_t requested) {
   resolve_quantize_acts(index, k);
   resolve_attention(index, k);
   resolve_elementwise(index, k);
+  resolve_gumbel(index, k);
   return k;
 }
 

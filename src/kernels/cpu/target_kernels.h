@@ -34,6 +34,9 @@ struct TargetKernels {
   void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
                RopeStyle style) = nullptr;
   int (*argmax)(const float* x, int n) = nullptr;
+  // kernels/gumbel_noise.h's gumbel_argmax, the key as (seed, position).
+  int (*gumbel_argmax)(const float* x, const int* ids, int n, float offset, float scale,
+                       uint64_t seed, uint32_t position, int hint) = nullptr;
   void (*f32_to_f16)(const float* x, uint8_t* out, int64_t n) = nullptr;
 };
 
@@ -55,5 +58,6 @@ void resolve_matmul_packed(size_t index, TargetKernels& k);
 void resolve_quantize_acts(size_t index, TargetKernels& k);
 void resolve_attention(size_t index, TargetKernels& k);
 void resolve_elementwise(size_t index, TargetKernels& k);
+void resolve_gumbel(size_t index, TargetKernels& k);
 
 }  // namespace tandem::kernels::cpu

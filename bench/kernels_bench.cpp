@@ -31,7 +31,7 @@
 #include "core/thread_pool.h"
 #include "kernels/gumbel_noise.h"
 #include "kernels/kernels.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 using namespace tandem;
 

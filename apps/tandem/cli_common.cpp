@@ -29,7 +29,7 @@ void add_prompt_options(CLI::App* cmd, PromptOptions& p) {
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingParams& s, std::optional<uint64_t>& seed) {
-  // Ranges are checked by SamplingParams::validate, which names the field.
+  // Ranges are checked with the request (engine/request_check.h), which names the field.
   cmd->add_option("--temp", s.temperature, "Sampling temperature; 0 is greedy (default 0)");
   cmd->add_option("--top-k", s.top_k, "Keep the K most likely tokens; 0 is off");
   cmd->add_option("--top-p", s.top_p, "Nucleus sampling mass in (0, 1]; 1 is off");

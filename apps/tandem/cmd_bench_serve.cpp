@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/request_check.h"
 #include "model/model.h"
 #include "svg_chart.h"
 #include "tokenizer/chat_template.h"
@@ -156,21 +157,22 @@ Level run_level(const Model& target, ThreadPool& pool, const Opts& o, const std:
   EngineOptions eo = engine_options(o, spec, concurrency, static_cast<int64_t>(longest) + o.n);
   SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo));
   Engine engine(target, pool, eo, std::move(setup.drafter));
-  // Warm-up, both modes alike: fault the weights in, and let adaptive parts
-  // settle outside the timing at this level's batch size, as a server that has
-  // run for a while has (the draft policy's one exploring round for a batch
-  // size is paid once per process; in these few-second runs it would be up to
-  // 7% of a level). Requests as long as the timed ones: the policy charges a
-  // draft model's catch-up against the tokens a request has left, so with a
-  // few tokens left it would not explore, and the exploring round would fall
-  // into the timing.
-  for (int i = 0; i < concurrency; ++i) {
-    Request w;
-    w.prompt = prompts[static_cast<size_t>(i) % prompts.size()];
-    w.params.max_tokens = o.n;
-    engine.submit(std::move(w));
+  // Warm-up, both modes alike and outside the timing: fault the weights in, and
+  // run waves of this level's batch (requests like the timed ones) until the
+  // draft policy has measured what it plans this batch size with, as in a
+  // server that has run for a while (its exploring rounds are paid once per
+  // process; in these few-second runs they would be up to 7% of a level).
+  constexpr int kMaxWarmUpWaves = 4;
+  for (int wave = 0; wave < kMaxWarmUpWaves; ++wave) {
+    if (wave > 0 && engine.runner().policy().explored(concurrency)) break;
+    for (int i = 0; i < concurrency; ++i) {
+      Request w;
+      w.prompt = prompts[static_cast<size_t>(i) % prompts.size()];
+      w.params.max_tokens = o.n;
+      engine.submit(std::move(w));
+    }
+    engine.run();
   }
-  engine.run();
   std::vector<Trace> traces(requests);
   int submitted = 0, finished = 0, step_no = 0;
   auto submit_next = [&] {
@@ -328,6 +330,7 @@ void run_bench_serve(const Opts& o) {
   SpecCliOptions spec = o.spec;
   if (spec.draft.empty()) spec.draft = "ngram";
   spec_options(spec);  // validate -k before the long run
+  check_sampling(o.sampling);
   auto target = load_model(o.model);
   auto prompts = load_prompt_set(*target, o.prompts);
   ThreadPool pool(o.threads);

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/request_check.h"
 #include "model/model.h"
 #include "structured/grammar_constraint.h"
 #include "structured/json_schema.h"
@@ -383,6 +384,7 @@ void add_bench_spec_command(CLI::App* bench) {
     for (const auto& k : ks)  // validate before the long run
       for (int t : trees) spec_options({o.spec.draft, k, -1, false, t});
     check(o.reps >= 1, "--reps must be at least 1, got {}", o.reps);
+    check_sampling(o.sampling);
 
     fmt::print(
         "target {}\ndraft  {}\nprompts {} ({} prompts, {} under a JSON schema), {} tokens "

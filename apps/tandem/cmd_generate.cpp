@@ -3,6 +3,7 @@
 // reference comparisons.
 #include <fmt/format.h>
 
+#include <climits>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/prompt_logits.h"
+#include "engine/request_check.h"
 #include "model/model.h"
 
 namespace tandem::cli {
@@ -29,7 +31,7 @@ nlohmann::json result_json(const RequestResult& r, const ThreadPool& pool, uint6
   j["tokens"] = r.tokens;
   j["n_prompt"] = st.n_prompt;
   j["n_generated"] = r.tokens.size();
-  j["finish_reason"] = r.finish_reason;
+  j["finish_reason"] = finish_reason_name(r.finish_reason);
   j["prefill_ms"] = st.prefill_ms;
   j["decode_ms"] = st.decode_ms;
   j["decode_tok_per_s"] = st.decode_tok_per_s();
@@ -94,22 +96,21 @@ void add_generate_command(CLI::App& app) {
     req.params.ignore_eos = o.ignore_eos;
     req.params.sampling = o.sampling;
     req.params.sampling.seed = o.seed ? *o.seed : random_seed();
-    req.params.sampling.validate();
-    const int need = static_cast<int>(ids.size()) + o.n;
-    check(need <= model->config().context_length,
-          "prompt ({} tokens) + max tokens ({}) exceed the model's context length {}", ids.size(),
-          o.n, model->config().context_length);
     if (!o.json)
       req.on_text = [](const std::string& s) {
         std::fwrite(s.data(), 1, s.size(), stdout);
         std::fflush(stdout);
       };
     EngineOptions eo;
-    eo.n_ctx = std::max(o.ctx, need);
+    // Room for the prompt and the tokens asked for (the engine caps it at the
+    // model's context; the check below then names what does not fit).
+    eo.n_ctx = std::max(o.ctx, static_cast<int>(std::min<int64_t>(
+                                   int64_t{INT_MAX}, static_cast<int64_t>(ids.size()) + o.n)));
     eo.kv.type = kv_dtype(o.kv_type);
     eo.spec = spec_options(o.spec);
     SpecSetup spec = make_drafter(o.spec, *model, pool, engine_cache_config(eo));
     Engine engine(*model, pool, eo, std::move(spec.drafter));
+    check_request(req, engine.limits());
     const uint64_t seed = req.params.sampling.seed;
     int id = engine.submit(std::move(req));
     engine.run();

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace tandem {
 
@@ -109,7 +109,7 @@ KVCache::Stats ContiguousKVCache::stats() const {
   return s;
 }
 
-kernels::KVSeqView ContiguousKVCache::view(int slot, int layer) const {
+KVSeqView ContiguousKVCache::view(int slot, int layer) const {
   size_t idx = static_cast<size_t>(slot) * shape_.n_layers + layer;
   return {&k_ptrs_[idx], &v_ptrs_[idx], n_ctx_, type_};
 }

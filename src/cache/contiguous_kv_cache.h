@@ -18,7 +18,7 @@ class ContiguousKVCache final : public KVCache {
   void truncate_to(int slot, int new_len) override;
   void store(int slot, int layer, int pos, const float* k, const float* v) override;
   void move(int slot, int from, int to) override;
-  kernels::KVSeqView view(int slot, int layer) const override;
+  KVSeqView view(int slot, int layer) const override;
   int64_t free_positions() const override;
   int64_t total_positions() const override;
   // A slot owns its n_ctx positions from allocation on.

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "kernels/kernels.h"
+#include "core/kv_view.h"
 
 namespace tandem {
 
@@ -40,7 +40,7 @@ class KVCache {
   // truncates the rest.
   virtual void move(int slot, int from, int to) = 0;
   // View of a slot's K/V in one layer for the attention kernel.
-  virtual kernels::KVSeqView view(int slot, int layer) const = 0;
+  virtual KVSeqView view(int slot, int layer) const = 0;
 
   // Positions that can still be reserved across all slots, and in all. The
   // scheduler admits and preempts requests by these.

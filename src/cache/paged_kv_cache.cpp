@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace tandem {
 namespace {
@@ -207,7 +207,7 @@ void PagedKVCache::move(int slot, int from, int to) {
   }
 }
 
-kernels::KVSeqView PagedKVCache::view(int slot, int layer) const {
+KVSeqView PagedKVCache::view(int slot, int layer) const {
   const Slot& s = checked_slot(slot, "view");
   check(layer >= 0 && layer < shape_.n_layers, "paged KV cache: view: layer {} outside [0, {})",
         layer, shape_.n_layers);

@@ -34,7 +34,7 @@ class PagedKVCache final : public KVCache {
   void truncate_to(int slot, int new_len) override;
   void store(int slot, int layer, int pos, const float* k, const float* v) override;
   void move(int slot, int from, int to) override;
-  kernels::KVSeqView view(int slot, int layer) const override;
+  KVSeqView view(int slot, int layer) const override;
   int64_t free_positions() const override;
   int64_t total_positions() const override;
   int64_t positions_needed(int slot, int new_len) const override;

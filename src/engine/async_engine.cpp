@@ -14,7 +14,6 @@ AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, int max_queue)
 AsyncEngine::~AsyncEngine() { shutdown(false); }
 
 AsyncEngine::Submit AsyncEngine::submit(Request request, int* id) {
-  engine_->validate(request);  // const: safe from any thread
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return Submit::ShuttingDown;
   // metrics_.queued counts the engine's queue at its last step plus the inbox.
@@ -88,7 +87,7 @@ void AsyncEngine::loop() {
     } catch (const std::exception& e) {
       // Should not happen; if it does, fail the requests rather than hang them.
       std::fprintf(stderr, "engine error: %s\n", e.what());
-      engine_->abort_all("error");
+      engine_->abort_all(FinishReason::Error);
     }
     std::lock_guard<std::mutex> lock(mu_);
     metrics_ = engine_->metrics();

@@ -23,8 +23,8 @@ class AsyncEngine {
   ~AsyncEngine();  // shutdown(false)
 
   enum class Submit { Accepted, QueueFull, ShuttingDown };
-  // Validates the request (throws tandem::Error for one that can never run) and
-  // queues it. On Accepted, *id is its id, usable with cancel().
+  // Queues the request (trusted: checked against engine().limits() where it
+  // entered). On Accepted, *id is its id, usable with cancel().
   Submit submit(Request request, int* id);
   // Cancel a request (queued or running): its on_finish runs with "cancelled".
   void cancel(int id);

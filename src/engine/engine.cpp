@@ -42,25 +42,15 @@ Engine::Engine(const Model& target, ThreadPool& pool, EngineOptions opt,
 
 Engine::~Engine() = default;
 
-void Engine::validate(const Request& r) const {
-  const int n_prompt = static_cast<int>(r.prompt.size());
-  check(n_prompt > 0, "empty prompt");
-  for (int id : r.prompt)
-    check(id >= 0 && id < target_.config().vocab_size,
-          "prompt token id {} outside the vocabulary [0, {})", id, target_.config().vocab_size);
-  check(r.params.max_tokens >= 0, "max_tokens must be >= 0, got {}", r.params.max_tokens);
-  r.params.sampling.validate();
-  check(n_prompt + r.params.max_tokens <= opt_.n_ctx,
-        "prompt ({} tokens) + max_tokens ({}) exceed the context length {}", n_prompt,
-        r.params.max_tokens, opt_.n_ctx);
-  // Speculation needs no room beyond this: drafts never exceed the token limit.
-  check(n_prompt + r.params.max_tokens <= cache_->total_positions(),
-        "prompt ({} tokens) + max_tokens ({}) exceed the KV cache ({} positions)", n_prompt,
-        r.params.max_tokens, cache_->total_positions());
+RequestLimits Engine::limits() const {
+  RequestLimits l;
+  l.vocab_size = target_.config().vocab_size;
+  l.n_ctx = opt_.n_ctx;
+  l.kv_positions = cache_->total_positions();
+  return l;
 }
 
 int Engine::submit(Request request) {
-  validate(request);
   metrics_.prompt_tokens += request.prompt.size();
   queue_.push_back(std::make_unique<Sequence>(next_id_, target_, std::move(request)));
   return next_id_++;
@@ -106,7 +96,7 @@ void Engine::finish(Sequence& s) {
     s.target_slot = -1;
   }
   RequestResult r = s.result();
-  metrics_.requests[r.finish_reason]++;
+  metrics_.requests[finish_reason_name(r.finish_reason)]++;
   metrics_.drafted_tokens += r.stats.drafted;
   metrics_.accepted_tokens += r.stats.accepted;
   if (!s.notify_finished(r)) done_.emplace(s.id(), std::move(r));
@@ -140,37 +130,48 @@ void Engine::preempt(Sequence& s) {
   running_.erase(it);
 }
 
-std::vector<Sequence*> Engine::plan_round(std::vector<int>& k) {
+// The KV room of one round, stated to the policy: the target cache's free
+// positions, and the draft model's where it drafts.
+class Engine::RoundBudget final : public KvBudget {
+ public:
+  RoundBudget(const KVCache& cache, DraftMemory* draft, const std::vector<Sequence*>& seqs)
+      : cache_(cache), draft_(draft), seqs_(seqs) {}
+
+  bool fits(std::span<const int> positions, std::span<const int> drafted) const override {
+    int64_t need = 0, need_draft = 0;
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      Sequence& s = *seqs_[i];
+      const int len = static_cast<int>(s.tokens().size());
+      need += cache_.positions_needed(s.target_slot, len + positions[i]);
+      if (draft_ && drafted[i] > 0)
+        need_draft += draft_->positions_needed(s.draft_context(), drafted[i]);
+    }
+    return need <= cache_.free_positions() && (!draft_ || need_draft <= draft_->free_positions());
+  }
+
+ private:
+  const KVCache& cache_;
+  DraftMemory* draft_;
+  const std::vector<Sequence*>& seqs_;
+};
+
+std::vector<Sequence*> Engine::plan_round(RoundPlan& plan) {
   for (;;) {
     std::vector<Sequence*> decoding;
     for (auto& s : running_)
       if (!s->finished() && cache_->length(s->target_slot) >= s->prefill_end())
         decoding.push_back(s.get());
-    if (k.size() != decoding.size()) k = runner_->plan(generations(decoding));
-    DraftMemory* draft_memory = drafter_ ? drafter_->memory() : nullptr;
-    int64_t need = 0, need_draft = 0;
-    for (size_t i = 0; i < decoding.size(); ++i) {
-      const int len = static_cast<int>(decoding[i]->tokens().size());
-      need += cache_->positions_needed(decoding[i]->target_slot,
-                                       len + runner_->positions_for(*decoding[i], k[i]));
-      if (draft_memory && k[i] > 0)
-        need_draft += draft_memory->positions_needed(decoding[i]->draft_context(), k[i]);
-    }
-    const bool fits = need <= cache_->free_positions() &&
-                      (!draft_memory || need_draft <= draft_memory->free_positions());
-    if (fits) return decoding;
-    // Short of KV blocks: first stop drafting this round, then preempt.
-    if (std::any_of(k.begin(), k.end(), [](int x) { return x > 0; })) {
-      std::fill(k.begin(), k.end(), 0);
-      continue;
-    }
+    const RoundBudget budget(*cache_, drafter_ ? drafter_->memory() : nullptr, decoding);
+    plan = runner_->plan(generations(decoding), budget);
+    // The policy drafts only within the budget; a plain step that does not fit
+    // either needs a request's blocks: the most recently admitted gives them up.
+    if (budget.fits(plan.positions, plan.k)) return decoding;
     Sequence* victim = newest_running();
     if (!victim || running_.size() == 1)
       fail(
-          "KV cache too small for one request's next step (this is a bug: validate() should "
+          "KV cache too small for one request's next step (this is a bug: check_request() should "
           "have refused it)");
     preempt(*victim);
-    k.clear();  // the decoding set changed: plan again
   }
 }
 
@@ -198,12 +199,12 @@ bool Engine::step() {
 
   // Decode first, so running requests keep streaming while long prompts
   // prefill one chunk per step.
-  std::vector<int> k;
-  std::vector<Sequence*> decoding = plan_round(k);
+  RoundPlan plan;
+  std::vector<Sequence*> decoding = plan_round(plan);
   if (!decoding.empty()) {
     std::vector<int> before;
     for (Sequence* s : decoding) before.push_back(s->n_generated());
-    runner_->step(generations(decoding), k);
+    runner_->step(generations(decoding), plan);
     for (size_t i = 0; i < decoding.size(); ++i) {
       metrics_.tokens_per_round.observe(decoding[i]->n_generated() - before[i]);
       observe_progress(*decoding[i], before[i]);
@@ -247,7 +248,7 @@ bool Engine::step() {
   return !idle();
 }
 
-void Engine::abort_all(const std::string& reason) {
+void Engine::abort_all(FinishReason reason) {
   for (auto& s : queue_) {
     s->abort(reason);
     finish(*s);

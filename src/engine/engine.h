@@ -18,6 +18,7 @@
 #include "cache/kv_cache_factory.h"
 #include "engine/metrics.h"
 #include "engine/request.h"
+#include "engine/request_check.h"
 #include "engine/sequence.h"
 #include "model/transformer.h"
 #include "speculative/drafter.h"
@@ -48,11 +49,11 @@ class Engine {
          std::unique_ptr<Drafter> drafter = nullptr);
   ~Engine();
 
-  // Throws tandem::Error for a request that can never run: an empty prompt, a
-  // token outside the vocabulary, prompt + max_tokens beyond the context or the
-  // KV cache, invalid sampling parameters. Const and thread-safe.
-  void validate(const Request& request) const;
-  // Queue a request (validated); returns its id.
+  // What a request must keep within to run here (vocabulary, context, KV cache):
+  // the edge checks requests against these (engine/request_check.h).
+  RequestLimits limits() const;
+  // Queue a request; returns its id. The request is trusted: checked against
+  // limits() where it entered.
   int submit(Request request);
   // Cancel a queued or running request; it finishes with reason "cancelled" at
   // the next step. Unknown or finished ids are ignored.
@@ -64,7 +65,7 @@ class Engine {
   void run();
   // Finish every queued and running request with `reason` (after an error the
   // engine cannot recover from, so that no client waits forever).
-  void abort_all(const std::string& reason);
+  void abort_all(FinishReason reason);
   // The result of a finished request (once; nullopt while it runs). Results are
   // kept only for requests submitted without an on_finish callback.
   std::optional<RequestResult> take_result(int id);
@@ -84,9 +85,11 @@ class Engine {
   // Free a running request's KV storage and put it back at the front of the queue.
   void preempt(Sequence& s);
   Sequence* newest_running();
-  // Draft lengths for this round, lowered (then requests preempted) until the
-  // target and draft caches have room. Returns the requests that still decode.
-  std::vector<Sequence*> plan_round(std::vector<int>& k);
+  // This round's plan (the policy's, within the KV room stated to it), after
+  // preempting requests while even a plain step does not fit. Returns the
+  // requests that decode.
+  class RoundBudget;
+  std::vector<Sequence*> plan_round(RoundPlan& plan);
   void observe_progress(Sequence& s, int generated_before);
 
   const Model& target_;

@@ -12,17 +12,21 @@
 
 namespace tandem {
 
-// How to decode (speculative/generation.h: max_tokens, sampling, speculate, logprobs,
-// constraint), and when to stop.
-struct RequestParams : DecodeParams {
-  std::vector<std::string> stop_strings;
-  bool ignore_eos = false;  // keep going past end-of-generation tokens
+// Why a request ended.
+enum class FinishReason {
+  None,       // it has not
+  Stop,       // an end-of-generation token or a stop string
+  Length,     // max_tokens
+  Cancelled,  // by its client (or a shutdown that does not wait)
+  Error,      // the engine failed and gave up on it
 };
+// "stop", "length", "cancelled", "error" ("" for None): OpenAI's names where it has them.
+const char* finish_reason_name(FinishReason reason);
 
 struct RequestResult {
   std::vector<int> tokens;  // generated ids; the stop token and anything after a stop excluded
   std::string text;
-  std::string finish_reason;  // "stop", "length" or "cancelled"
+  FinishReason finish_reason = FinishReason::None;
   RequestStats stats;
   // One per generated token when params.logprobs >= 0.
   std::vector<TokenLogprobs> logprobs;
@@ -42,9 +46,11 @@ struct TokenOutput {
   const RequestStats* stats = nullptr;      // the request's figures so far
 };
 
+// A request the engine runs: its prompt and parameters, checked where it entered
+// (engine/request_check.h; the engine trusts them), and where its output goes.
 struct Request {
   std::vector<int> prompt;
-  RequestParams params;
+  GenerationParams params;
   // Streaming: called with each piece of final text as soon as it is complete UTF-8.
   std::function<void(const std::string&)> on_text;
   // Streaming, token by token: called for every generated token (after on_text

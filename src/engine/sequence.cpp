@@ -7,12 +7,14 @@
 namespace tandem {
 
 Sequence::Sequence(int id, const Model& model, Request request)
-    : Generation(id, std::move(request.prompt), request.params),
+    : Generation(id, std::move(request.prompt), std::move(request.params)),
       model_(model),
-      request_(std::move(request)) {
+      on_text_(std::move(request.on_text)),
+      on_token_(std::move(request.on_token)),
+      on_finish_(std::move(request.on_finish)) {
   if (const Tokenizer* tok = model.tokenizer())
     text_ = std::make_unique<TextStream>(*tok, params().stop_strings);
-  if (params().max_tokens == 0) finish_reason_ = "length";
+  if (params().max_tokens == 0) finish_reason_ = FinishReason::Length;
 }
 
 Sequence::~Sequence() = default;
@@ -21,46 +23,44 @@ bool Sequence::accept(const EmittedToken& token) {
   if (finished()) return false;
   const bool appended = params().ignore_eos || !model_.is_stop(token.id);
   if (!appended) {
-    finish_reason_ = "stop";
+    finish_reason_ = FinishReason::Stop;
   } else {
     append(token.id);
     if (token.logprobs) logprobs_.push_back(*token.logprobs);
     if (text_ && text_->push(token.id))
-      finish_reason_ = "stop";
+      finish_reason_ = FinishReason::Stop;
     else if (remaining() <= 0)
-      finish_reason_ = "length";
+      finish_reason_ = FinishReason::Length;
   }
   emit_ready_text(appended ? &token : nullptr);
   return !finished();
 }
 
 void Sequence::emit_ready_text(const EmittedToken* token) {
-  if (!text_ || (!request_.on_text && !request_.on_token)) return;
+  if (!text_ || (!on_text_ && !on_token_)) return;
   emit(finished() ? text_->finish() : text_->take_ready(), token);
 }
 
 void Sequence::emit(std::string piece, const EmittedToken* token) {
-  if (!piece.empty() && request_.on_text) request_.on_text(piece);
-  if (request_.on_token && (token || !piece.empty())) {
+  if (!piece.empty() && on_text_) on_text_(piece);
+  if (on_token_ && (token || !piece.empty())) {
     TokenOutput out{-1, false, std::move(piece), nullptr, &stats()};
     if (token) {
       out.id = token->id;
       out.drafted = token->drafted;
       out.logprobs = token->logprobs;
     }
-    request_.on_token(out);
+    on_token_(out);
   }
 }
 
-void Sequence::cancel() { abort("cancelled"); }
-
-void Sequence::abort(const std::string& reason) {
+void Sequence::abort(FinishReason reason) {
   if (!finished()) finish_reason_ = reason;
 }
 
 bool Sequence::notify_finished(const RequestResult& r) const {
-  if (!request_.on_finish) return false;
-  request_.on_finish(r);
+  if (!on_finish_) return false;
+  on_finish_(r);
   return true;
 }
 

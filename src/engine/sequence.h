@@ -1,8 +1,10 @@
 // The engine's record of one request: the generation the speculative runner
-// works on (speculative/generation.h), plus what only the engine knows of it: its stop
-// conditions and streamed text, how it finished, and its place in the schedule.
+// works on (speculative/generation.h: its tokens and parameters), plus what only
+// the engine knows of it: where its output goes, its streamed text, how it
+// finished, and its place in the schedule.
 #pragma once
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -19,16 +21,14 @@ class Sequence final : public Generation {
   Sequence(int id, const Model& model, Request request);
   ~Sequence() override;
 
-  const RequestParams& params() const { return request_.params; }
-
   // Append one sampled token, applying the stop conditions: an end-of-generation
   // token, a stop string, the token limit.
   using Generation::accept;
   bool accept(const EmittedToken& token) override;
-  bool finished() const { return !finish_reason_.empty(); }
-  const std::string& finish_reason() const { return finish_reason_; }
-  void cancel();                          // finish with reason "cancelled"
-  void abort(const std::string& reason);  // finish with another reason (e.g. "error")
+  bool finished() const { return finish_reason_ != FinishReason::None; }
+  FinishReason finish_reason() const { return finish_reason_; }
+  void cancel() { abort(FinishReason::Cancelled); }
+  void abort(FinishReason reason);  // finish now with this reason (unless finished already)
 
   // Engine bookkeeping.
   using Clock = std::chrono::steady_clock;
@@ -47,9 +47,13 @@ class Sequence final : public Generation {
   void emit(std::string piece, const EmittedToken* token);
 
   const Model& model_;
-  Request request_;
+  // Where the output goes (the request's callbacks); its prompt and parameters
+  // live in the Generation.
+  std::function<void(const std::string&)> on_text_;
+  std::function<void(const TokenOutput&)> on_token_;
+  std::function<void(const RequestResult&)> on_finish_;
   std::unique_ptr<TextStream> text_;
-  std::string finish_reason_;
+  FinishReason finish_reason_ = FinishReason::None;
   std::vector<TokenLogprobs> logprobs_;  // of each generated token, when asked for
 };
 

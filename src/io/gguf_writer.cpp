@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace tandem {
 namespace {

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "io/gguf_writer.h"
 #include "io/json_text.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace tandem {
 namespace {

@@ -16,7 +16,7 @@ namespace tandem {
 
 // A chain of positions of one slot in a pass: rows [begin, end), each row the
 // child of the one before. A run of drafted tree nodes reads its ancestors
-// through a remap (kernels::KVSeqView): logical positions from remap_from on
+// through a remap (KVSeqView): logical positions from remap_from on
 // are at the physical positions remap[remap_begin..] of ForwardState::remap.
 struct SlotRun {
   int slot, begin, end;

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace tandem {
 namespace {
@@ -239,7 +239,7 @@ void Transformer::attention_block(int l, const PassRows& p, KVCache& cache) {
   const size_t q_dim = size_t(c_.n_heads) * c_.head_dim;
   s.attention_calls.clear();
   for (const SlotRun& r : s.runs) {
-    kernels::KVSeqView kv = cache.view(r.slot, l);
+    KVSeqView kv = cache.view(r.slot, l);
     if (r.remap_begin >= 0) {
       kv.remap = &s.remap[r.remap_begin];
       kv.remap_from = r.remap_from;

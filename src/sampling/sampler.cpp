@@ -19,19 +19,6 @@ SamplingMode parse_sampling_mode(const std::string& name) {
   fail("unknown sampling mode '{}' (expected reproducible or optimal)", name);
 }
 
-void SamplingParams::validate() const {
-  check(std::isfinite(temperature) && temperature >= 0.0f, "temperature must be >= 0, got {}",
-        temperature);
-  check(top_k >= 0, "top_k must be >= 0, got {}", top_k);
-  check(std::isfinite(top_p) && top_p > 0.0f && top_p <= 1.0f, "top_p must be in (0, 1], got {}",
-        top_p);
-  check(std::isfinite(min_p) && min_p >= 0.0f && min_p <= 1.0f, "min_p must be in [0, 1], got {}",
-        min_p);
-  check(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f,
-        "repetition_penalty must be > 0, got {}", repetition_penalty);
-  check(penalty_last_n >= -1, "penalty_last_n must be >= -1, got {}", penalty_last_n);
-}
-
 int argmax(const float* x, int n) {
   const int best = kernels::argmax(x, n);
   if (best < 0)

@@ -48,8 +48,6 @@ struct SamplingParams {
   SamplingMode mode = SamplingMode::Reproducible;
 
   bool greedy() const { return temperature <= 0.0f; }
-  // Throws tandem::Error naming the out-of-range field.
-  void validate() const;
 };
 
 // Index of the largest value (the first one on ties). Throws tandem::Error when

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -87,12 +88,9 @@ class Fields {
   invalid_request(param, fmt::format("{} is not supported by tandem", what), "unsupported_value");
 }
 
-int checked_int(int64_t v, const char* name, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi)
-    invalid_request(name, fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, v),
-                    "invalid_value");
-  return static_cast<int>(v);
-}
+// An integer field as an int: beyond int's range it saturates, so that the
+// range check (engine/request_check.h) sees a value just as far out of range.
+int saturated(int64_t v) { return static_cast<int>(std::clamp<int64_t>(v, INT_MIN, INT_MAX)); }
 
 std::vector<int> token_ids(const json& arr, const std::string& param) {
   std::vector<int> ids;
@@ -202,53 +200,18 @@ void parse_stop(const Fields& f, ParsedRequest& r) {
         fmt::format("'stop' must be a string or an array of strings, got {}", type_name(*v)),
         "invalid_type");
   }
-  if (static_cast<int>(r.stop.size()) > kMaxStopStrings)
-    invalid_request("stop",
-                    fmt::format("at most {} stop strings, got {}", kMaxStopStrings, r.stop.size()),
-                    "invalid_value");
-  for (const auto& s : r.stop) {
-    if (s.empty()) invalid_request("stop", "stop strings must not be empty", "invalid_value");
-    if (s.size() > kMaxStopStringBytes)
-      invalid_request("stop",
-                      fmt::format("stop strings must be at most {} bytes, got one of {}",
-                                  kMaxStopStringBytes, s.size()),
-                      "invalid_value");
-  }
 }
 
 void parse_sampling(const Fields& f, ParsedRequest& r) {
   SamplingParams& s = r.sampling;
   s.temperature = kDefaultTemperature;
-  if (auto t = f.number("temperature")) {
-    if (*t < 0)
-      invalid_request("temperature", fmt::format("'temperature' must be >= 0, got {}", *t),
-                      "invalid_value");
-    s.temperature = static_cast<float>(*t);
-  }
-  if (auto p = f.number("top_p")) {
-    if (!(*p > 0 && *p <= 1))
-      invalid_request("top_p", fmt::format("'top_p' must be in (0, 1], got {}", *p),
-                      "invalid_value");
-    s.top_p = static_cast<float>(*p);
-  }
-  if (auto k = f.integer("top_k")) {
-    // -1 means off in vLLM's API, 0 in llama.cpp's: accept both.
-    s.top_k = *k == -1 ? 0 : checked_int(*k, "top_k", -1, INT_MAX);
-  }
-  if (auto p = f.number("min_p")) {
-    if (!(*p >= 0 && *p <= 1))
-      invalid_request("min_p", fmt::format("'min_p' must be in [0, 1], got {}", *p),
-                      "invalid_value");
-    s.min_p = static_cast<float>(*p);
-  }
-  if (auto p = f.number("repetition_penalty")) {
-    if (!(*p > 0))
-      invalid_request("repetition_penalty",
-                      fmt::format("'repetition_penalty' must be > 0, got {}", *p), "invalid_value");
-    s.repetition_penalty = static_cast<float>(*p);
-  }
-  if (auto n = f.integer("repeat_last_n"))
-    s.penalty_last_n = checked_int(*n, "repeat_last_n", -1, INT_MAX);
+  if (auto t = f.number("temperature")) s.temperature = static_cast<float>(*t);
+  if (auto p = f.number("top_p")) s.top_p = static_cast<float>(*p);
+  // -1 means off in vLLM's API, 0 in llama.cpp's: both are off.
+  if (auto k = f.integer("top_k")) s.top_k = *k == -1 ? 0 : saturated(*k);
+  if (auto p = f.number("min_p")) s.min_p = static_cast<float>(*p);
+  if (auto p = f.number("repetition_penalty")) s.repetition_penalty = static_cast<float>(*p);
+  if (auto n = f.integer("repeat_last_n")) s.penalty_last_n = saturated(*n);
   if (auto seed = f.integer("seed")) r.seed = static_cast<uint64_t>(*seed);
   if (auto mode = f.string("sampling_mode")) {
     if (*mode == "reproducible")
@@ -276,19 +239,19 @@ void parse_response_format(const Fields& f, ParsedRequest& r) {
         "response_format",
         t ? "'response_format.type' must be a string" : "'response_format.type' is missing",
         t ? "invalid_type" : "missing_required_parameter");
-  const std::optional<std::string> type = t->get<std::string>();
+  const std::string type = t->get<std::string>();
   ResponseFormat& out = r.response_format;
-  if (*type == "text") return;
-  if (*type == "json_object") {
+  if (type == "text") return;
+  if (type == "json_object") {
     out.kind = ResponseFormat::Kind::JsonObject;
     out.grammar = structured::any_json_object_grammar();
     return;
   }
-  if (*type != "json_schema")
+  if (type != "json_schema")
     unsupported("response_format",
                 fmt::format("response_format type '{}' (supported: text, json_object, "
                             "json_schema)",
-                            *type));
+                            type));
   out.kind = ResponseFormat::Kind::JsonSchema;
   auto it = rf->find("json_schema");
   if (it == rf->end() || !it->is_object())
@@ -328,8 +291,8 @@ void parse_logprobs(const Fields& f, Endpoint ep, ParsedRequest& r) {
   if (ep == Endpoint::ChatCompletions) {
     lp.enabled = f.boolean("logprobs").value_or(false);
     if (auto t = f.integer("top_logprobs")) {
-      lp.top = checked_int(*t, "top_logprobs", 0, kMaxChatTopLogprobs);
-      if (lp.top > 0 && !lp.enabled)
+      lp.top = saturated(*t);
+      if (lp.top != 0 && !lp.enabled)
         invalid_request("top_logprobs", "'top_logprobs' requires 'logprobs': true",
                         "invalid_value");
     }
@@ -343,7 +306,7 @@ void parse_logprobs(const Fields& f, Endpoint ep, ParsedRequest& r) {
                     "invalid_type");
   if (auto n = f.integer("logprobs")) {
     lp.enabled = true;
-    lp.top = checked_int(*n, "logprobs", 0, kMaxCompletionLogprobs);
+    lp.top = saturated(*n);
   }
   if (auto t = f.integer("top_logprobs"); t && *t != 0)
     unsupported("top_logprobs", "'top_logprobs' on /v1/completions (send 'logprobs': N)");
@@ -351,11 +314,8 @@ void parse_logprobs(const Fields& f, Endpoint ep, ParsedRequest& r) {
 
 // OpenAI options with no tandem equivalent: refused unless set to their neutral value.
 void refuse_unsupported(const Fields& f, Endpoint ep, ParsedRequest& r) {
-  if (auto n = f.integer("n")) {
-    r.n = checked_int(*n, "n", 1, 128);
-    if (r.n != 1)
-      unsupported("n", fmt::format("n = {} (several choices per request; send n requests)", *n));
-  }
+  if (auto n = f.integer("n"); n && *n != 1)
+    unsupported("n", fmt::format("n = {} (one choice per request; send n requests for more)", *n));
   if (auto b = f.integer("best_of"); b && *b != 1) unsupported("best_of", "best_of > 1");
   if (f.boolean("echo").value_or(false)) unsupported("echo", "echo");
   for (const char* name : {"presence_penalty", "frequency_penalty"})
@@ -394,11 +354,9 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
   else
     parse_messages(j, r);
 
-  const int64_t max_int = INT_MAX / 2;
-  if (auto n = f.integer("max_tokens")) r.max_tokens = checked_int(*n, "max_tokens", 1, max_int);
+  if (auto n = f.integer("max_tokens")) r.max_tokens = saturated(*n);
   if (endpoint == Endpoint::ChatCompletions)
-    if (auto n = f.integer("max_completion_tokens"))
-      r.max_tokens = checked_int(*n, "max_completion_tokens", 1, max_int);
+    if (auto n = f.integer("max_completion_tokens")) r.max_tokens = saturated(*n);
   parse_sampling(f, r);
   parse_stop(f, r);
   refuse_unsupported(f, endpoint, r);

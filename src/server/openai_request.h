@@ -1,7 +1,9 @@
-// The body of POST /v1/completions and /v1/chat/completions, checked field by
-// field: wrong types, out-of-range values and options tandem does not support
-// are refused with a 400 naming the field (ApiError), never ignored silently.
-// Fields tandem does not know are ignored, as OpenAI-compatible servers do.
+// The body of POST /v1/completions and /v1/chat/completions, read field by
+// field: wrong types and options tandem does not support are refused with a 400
+// naming the field (ApiError), never ignored silently. Values are taken as sent:
+// their ranges are checked once the request is built (request_builder.h, with
+// engine/request_check.h). Fields tandem does not know are ignored, as
+// OpenAI-compatible servers do.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -24,9 +26,6 @@ constexpr float kDefaultTemperature = 1.0f;
 // /v1/completions without max_tokens generates at most this many (OpenAI's default);
 // chat without it may use the rest of the context, as OpenAI's chat API does.
 constexpr int kDefaultCompletionMaxTokens = 16;
-constexpr int kMaxStopStrings = 16;
-// Streaming holds back as much text as the longest stop string could span.
-constexpr size_t kMaxStopStringBytes = 1024;
 // The most alternatives per position: chat's top_logprobs and completions' logprobs.
 constexpr int kMaxChatTopLogprobs = 20;
 constexpr int kMaxCompletionLogprobs = 5;
@@ -65,7 +64,6 @@ struct ParsedRequest {
   bool speculate = true;    // extension: false opts this request out of speculative decoding
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  int n = 1;                   // choices per request (more than one is refused)
   ResponseFormat response_format;
   LogprobsRequest logprobs;
 };

@@ -134,7 +134,7 @@ json completion_json(const ResponseMeta& meta, const RequestResult& r) {
     size_t offset = 0;
     choice["logprobs"] = logprobs_json(meta, lp, &offset);
   }
-  choice["finish_reason"] = r.finish_reason;
+  choice["finish_reason"] = finish_reason_name(r.finish_reason);
   return {{"id", meta.id},
           {"object", is_chat(meta) ? "chat.completion" : "text_completion"},
           {"created", meta.created},
@@ -174,7 +174,8 @@ json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news, bool
 json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include_usage) {
   json j = chunk_base(meta, include_usage);
   json body = is_chat(meta) ? json::object() : json("");
-  j["choices"] = json::array({chunk_choice(meta, std::move(body), r.finish_reason)});
+  j["choices"] =
+      json::array({chunk_choice(meta, std::move(body), finish_reason_name(r.finish_reason))});
   j["tandem"] = tandem_stats_json(meta, r.stats);
   return j;
 }

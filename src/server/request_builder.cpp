@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "engine/request_check.h"
 #include "model/model.h"
 #include "server/api_error.h"
 #include "structured/grammar_constraint.h"
@@ -57,15 +58,7 @@ std::vector<int> RequestBuilder::prompt_tokens(const ParsedRequest& p) const {
     // The rendered text carries the template's own BOS and special tokens.
     return model_.tokenizer()->encode(rendered, false, true);
   }
-  if (!p.prompt) {
-    const int vocab = model_.config().vocab_size;
-    for (int id : p.prompt_ids)
-      if (id >= vocab)
-        invalid_request("prompt",
-                        fmt::format("token id {} is outside the vocabulary [0, {})", id, vocab),
-                        "invalid_value");
-    return p.prompt_ids;
-  }
+  if (!p.prompt) return p.prompt_ids;  // their range is checked with the rest
   const Tokenizer* tok = model_.tokenizer();
   if (!tok)
     invalid_request("prompt", "the model has no tokenizer: send the prompt as token ids",
@@ -77,41 +70,23 @@ std::vector<int> RequestBuilder::prompt_tokens(const ParsedRequest& p) const {
 Request RequestBuilder::build(const ParsedRequest& p) const {
   Request r;
   r.prompt = prompt_tokens(p);
-  const int n_prompt = static_cast<int>(r.prompt.size());
-  const char* prompt_field = p.endpoint == Endpoint::ChatCompletions ? "messages" : "prompt";
-  if (n_prompt == 0) invalid_request(prompt_field, "the prompt is empty", "empty_prompt");
-  if (limits_.max_prompt_tokens > 0 && n_prompt > limits_.max_prompt_tokens)
-    invalid_request(prompt_field,
-                    fmt::format("the prompt has {} tokens; this server accepts at most {}",
-                                n_prompt, limits_.max_prompt_tokens),
-                    "prompt_too_long");
-  // A request must fit both one context and the whole KV cache.
-  const int64_t limit = std::min<int64_t>(limits_.n_ctx, limits_.kv_positions);
-  const char* limit_name =
-      limits_.n_ctx <= limits_.kv_positions ? "maximum context length" : "KV cache size";
-  if (n_prompt >= limit)
-    invalid_request(prompt_field,
-                    fmt::format("the server's {} is {} tokens, but the prompt has {} tokens "
-                                "(no room to generate any)",
-                                limit_name, limit, n_prompt),
-                    "context_length_exceeded");
-  int max_tokens;
-  if (p.max_tokens) {
-    max_tokens = *p.max_tokens;
-    if (n_prompt + int64_t{max_tokens} > limit)
-      invalid_request(
-          "max_tokens",
-          fmt::format("the server's {} is {} tokens, but {} were requested ({} in "
-                      "the prompt, {} for the completion); reduce the prompt or "
-                      "max_tokens",
-                      limit_name, limit, n_prompt + int64_t{max_tokens}, n_prompt, max_tokens),
-          "context_length_exceeded");
-  } else if (p.endpoint == Endpoint::Completions) {
-    max_tokens = static_cast<int>(std::min<int64_t>(kDefaultCompletionMaxTokens, limit - n_prompt));
-  } else {
-    max_tokens = static_cast<int>(limit - n_prompt);
-  }
-  r.params.max_tokens = max_tokens;
+  const bool chat = p.endpoint == Endpoint::ChatCompletions;
+  RequestLimits limits;
+  limits.vocab_size = model_.config().vocab_size;
+  limits.n_ctx = limits_.n_ctx;
+  limits.kv_positions = limits_.kv_positions;
+  limits.max_prompt_tokens = limits_.max_prompt_tokens;
+  limits.prompt_field = chat ? "messages" : "prompt";
+  limits.logprobs_field = chat ? "top_logprobs" : "logprobs";
+  limits.max_top_logprobs = chat ? kMaxChatTopLogprobs : kMaxCompletionLogprobs;
+  // Without max_tokens: completions default to OpenAI's 16, chat to the rest of
+  // the context (whichever of context and KV cache is smaller).
+  const int64_t room = std::min<int64_t>(limits_.n_ctx, limits_.kv_positions) -
+                       static_cast<int64_t>(r.prompt.size());
+  r.params.max_tokens =
+      p.max_tokens ? *p.max_tokens
+      : chat       ? static_cast<int>(std::max<int64_t>(room, 0))
+                   : static_cast<int>(std::clamp<int64_t>(room, 0, kDefaultCompletionMaxTokens));
   r.params.sampling = p.sampling;
   r.params.sampling.seed = p.seed ? *p.seed : random_seed();
   r.params.sampling.mode = p.sampling_mode.value_or(defaults_.sampling_mode);
@@ -124,17 +99,12 @@ Request RequestBuilder::build(const ParsedRequest& p) const {
       invalid_request("response_format",
                       "structured outputs need the model's tokenizer, and this model has none",
                       "unsupported_value");
-    // The document ends at an end-of-generation token, which ignore_eos would
-    // write into the output instead.
-    if (p.ignore_eos)
-      invalid_request("ignore_eos", "ignore_eos cannot be combined with a response_format",
-                      "invalid_value");
     r.params.constraint = structured::GrammarConstraint::start(p.response_format.grammar, vocab_);
   }
   try {
-    r.params.sampling.validate();
-  } catch (const Error& e) {
-    invalid_request("", e.what(), "invalid_value");
+    check_request(r, limits);
+  } catch (const RequestError& e) {
+    invalid_request(e.field, fmt::format("{}", e.what()), e.code);
   }
   return r;
 }

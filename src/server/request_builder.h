@@ -1,8 +1,9 @@
 // From a parsed API request to an engine Request: the prompt as token ids (a
 // completion's text is encoded with the tokenizer's BOS setting; chat messages
-// are rendered with the model's chat template), the endpoint's max_tokens
-// default, and the context and KV cache limits checked up front so that the
-// client gets a 400 naming the field rather than a failure later.
+// are rendered with the model's chat template), the endpoint's defaults, and
+// the request checked once (engine/request_check.h) against the model and the
+// server's limits, so that the client gets a 400 naming the field rather than a
+// failure later.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -33,9 +34,9 @@ class RequestBuilder {
  public:
   RequestBuilder(const Model& model, ServingLimits limits, RequestDefaults defaults = {});
 
-  // Throws ApiError (400) for a prompt that cannot run: empty, a token id outside
-  // the vocabulary, prompt + max_tokens beyond the context or the KV cache, a
-  // chat request when the model's chat template is not one tandem knows.
+  // Throws ApiError (400) for a request that cannot run: what check_request
+  // refuses (named by its field), a chat request when the model's chat
+  // template is not one tandem knows, structured output without a tokenizer.
   Request build(const ParsedRequest& p) const;
   std::vector<int> prompt_tokens(const ParsedRequest& p) const;
 

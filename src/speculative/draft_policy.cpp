@@ -59,7 +59,23 @@ double DraftPolicy::catch_up_ms(const DraftContext& ctx) const {
   return measured > 0 ? measured : costs_.draft_catch_up_prior_ms(hints_->catch_up_tokens(ctx));
 }
 
-std::vector<int> DraftPolicy::plan(std::span<const RoundRequest> round) {
+RoundPlan DraftPolicy::plan(std::vector<RoundRequest> round, const KvBudget* budget) {
+  RoundPlan p;
+  p.k = draft_lengths(round);
+  p.positions.resize(round.size());
+  for (size_t i = 0; i < round.size(); ++i)
+    p.positions[i] = position_budget(round[i].kv_room, p.k[i]);
+  // Short of KV room: no drafts this round (the engine preempts only where
+  // even a plain step does not fit).
+  if (budget && p.drafts() && !budget->fits(p.positions, p.k)) {
+    std::fill(p.k.begin(), p.k.end(), 0);
+    std::fill(p.positions.begin(), p.positions.end(), 0);
+  }
+  p.requests = std::move(round);
+  return p;
+}
+
+std::vector<int> DraftPolicy::draft_lengths(std::span<const RoundRequest> round) {
   std::vector<int> k(round.size(), 0);
   if (!drafter_) return k;
   std::vector<DraftCandidate> batch;
@@ -136,9 +152,10 @@ void DraftPolicy::add_probes(std::span<const RoundRequest> round,
   k[probe] = 1;
 }
 
-std::unique_ptr<CostAwareStop> DraftPolicy::draft_stop(std::span<const RoundRequest> round,
-                                                       std::span<const int> k) {
+std::unique_ptr<CostAwareStop> DraftPolicy::draft_stop(const RoundPlan& plan) {
   if (!stops_early() || recent_ms_ <= 0 || costs_.verify_points() < 2) return nullptr;
+  const std::vector<RoundRequest>& round = plan.requests;
+  const std::vector<int>& k = plan.k;
   std::vector<double> next_alpha;
   int positions = 0, drafting = 0;
   for (size_t i = 0; i < round.size(); ++i) {
@@ -150,6 +167,11 @@ std::unique_ptr<CostAwareStop> DraftPolicy::draft_stop(std::span<const RoundRequ
                                          drafting, recent_tokens_ / recent_ms_);
 }
 
+bool DraftPolicy::explored(int batch) const {
+  if (!drafter_) return true;
+  return costs_.has_verify(batch) && costs_.verify_points() >= 2 && costs_.has_draft_step();
+}
+
 double DraftPolicy::margin(size_t batch) const { return batch > 1 ? tuning_.batch_margin : 0; }
 
 int DraftPolicy::position_budget(int room, int k) const {
@@ -157,8 +179,9 @@ int DraftPolicy::position_budget(int room, int k) const {
   return std::max(k, std::min(k + opt_.tree_extra, room));
 }
 
-void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& drafts,
-                       const CostAwareStop* stop, std::span<const int> k) {
+void DraftPolicy::trim(const RoundPlan& plan, std::vector<Draft>& drafts,
+                       const CostAwareStop* stop) {
+  const std::vector<RoundRequest>& round = plan.requests;
   const bool trim_free = drafter_ && drafter_->free_proposals() &&
                          (opt_.adaptive || opt_.opt_out) && costs_.verify_points() >= 2;
   if (trim_free) {
@@ -176,17 +199,17 @@ void DraftPolicy::trim(std::span<const RoundRequest> round, std::vector<Draft>& 
   }
   if (stop) stop->trim(drafts);
   // Drafters propose main chains of at most k[i] tokens.
-  const std::vector<int> extra = tree_extras(round, drafts, k);
+  const std::vector<int> extra = tree_extras(plan, drafts);
   for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(drafts[i].chain_length(), extra[i]);
 }
 
-std::vector<int> DraftPolicy::tree_extras(std::span<const RoundRequest> round,
-                                          const std::vector<Draft>& drafts,
-                                          std::span<const int> k) {
+std::vector<int> DraftPolicy::tree_extras(const RoundPlan& plan, const std::vector<Draft>& drafts) {
+  const std::vector<RoundRequest>& round = plan.requests;
+  const std::vector<int>& k = plan.k;
   std::vector<int> extra(round.size(), 0), room(round.size(), 0);
   bool any = false;
   for (size_t i = 0; i < round.size(); ++i) {
-    room[i] = std::min(opt_.tree_extra, position_budget(round[i].kv_room, k[i]) - k[i]);
+    room[i] = std::min(opt_.tree_extra, plan.positions[i] - k[i]);
     any = any || (drafts[i].is_tree() && room[i] > 0);
   }
   if (!any) return extra;

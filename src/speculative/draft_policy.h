@@ -21,6 +21,7 @@
 #include "speculative/draft_context.h"
 #include "speculative/draft_stop.h"
 #include "speculative/drafter.h"
+#include "speculative/round_plan.h"
 
 namespace tandem {
 
@@ -92,17 +93,6 @@ struct DraftPolicyTuning {
   int tree_probe_every = 16;
 };
 
-// What the policy is told of one request in a round.
-struct RoundRequest {
-  DraftContext ctx;   // ctx.id keys the policy's state for the request
-  int pending = 1;    // tokens the verify pass feeds besides drafts (usually 1)
-  int room = 0;       // the most it may draft by its limits (token limit, KV room); 0: none
-  int remaining = 1;  // tokens it may still generate
-  // Cache positions it may still write: what bounds a tree's nodes beside its
-  // main chain (they emit no more tokens than the chain, so `room` does not).
-  int kv_room = 0;
-};
-
 // Measurements of one finished round.
 struct RoundCosts {
   int positions = 0;     // positions the verify pass fed
@@ -118,23 +108,22 @@ class DraftPolicy {
   // drafter may be null (plain decoding: every length is 0).
   DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTuning tuning = {});
 
-  // Draft lengths for this round (0: a plain decode step), within each request's
-  // room and K. Counts the probes of requests that stopped drafting.
-  std::vector<int> plan(std::span<const RoundRequest> round);
+  // The round's plan: each request's draft length (0: a plain decode step),
+  // within its room and K, and the cache positions its drafts may take (the
+  // main chain, and with trees up to tree_extra more within its kv_room). Where
+  // `budget` (the engine's KV room; null: unbounded) cannot hold the drafts,
+  // the round drafts nothing. Counts the probes of requests that stopped
+  // drafting.
+  RoundPlan plan(std::vector<RoundRequest> round, const KvBudget* budget = nullptr);
   // With -k auto and a drafter that drafts step by step: the rule that stops
   // each request's draft when one more token no longer pays (null: none yet).
-  std::unique_ptr<CostAwareStop> draft_stop(std::span<const RoundRequest> round,
-                                            std::span<const int> k);
+  std::unique_ptr<CostAwareStop> draft_stop(const RoundPlan& plan);
   // After drafting: free proposals are cut to the part worth verifying (probes
-  // included), greedy drafts lose trailing tokens `stop` says cost more to
-  // verify than they add, and trees keep their main chain (at most k[i]) and
-  // at most position_budget - k[i] other nodes, the first ones (a cut that
-  // depends on no drawn token, so sampled trees stay exact).
-  void trim(std::span<const RoundRequest> round, std::vector<Draft>& drafts,
-            const CostAwareStop* stop, std::span<const int> k);
-  // The positions a request's drafts may take when its main chain has k tokens:
-  // k, and with trees up to tree_extra more within `room` (positions it may write).
-  int position_budget(int room, int k) const;
+  // included), deterministic drafts lose trailing tokens `stop` says cost more
+  // to verify than they add, and trees keep their main chain (at most k[i]) and
+  // at most positions[i] - k[i] other nodes, the first ones (a cut that depends
+  // on no drawn token, so sampled trees stay exact).
+  void trim(const RoundPlan& plan, std::vector<Draft>& drafts, const CostAwareStop* stop);
 
   // Learning from what happened.
   void record_prefill(int tokens, double ms);
@@ -146,6 +135,11 @@ class DraftPolicy {
   void record_round(const RoundCosts& round);
   // The request finished: drop its state.
   void forget(int id);
+
+  // Whether the costs a plan for a batch of this many requests rests on are
+  // measured (the exploring rounds behind it): from then on its plans follow
+  // the measurements alone. Benchmarks warm up until it is.
+  bool explored(int batch) const;
 
   const CostModel& costs() const { return costs_; }
   const SpecOptions& options() const { return opt_; }
@@ -169,6 +163,11 @@ class DraftPolicy {
   double margin(size_t batch) const;
   // The drafter's catch-up cost for a request: measured rate, or the prior.
   double catch_up_ms(const DraftContext& ctx) const;
+  // Draft lengths for this round (the first part of plan()).
+  std::vector<int> draft_lengths(std::span<const RoundRequest> round);
+  // The positions a request's drafts may take when its main chain has k tokens:
+  // k, and with trees up to tree_extra more within `room` (positions it may write).
+  int position_budget(int room, int k) const;
   // After the lengths for `batch` are chosen: a request that stopped drafting
   // gets a one-token probe now and then (see DraftPolicyTuning::probe_every).
   void add_probes(std::span<const RoundRequest> round, const std::vector<DraftCandidate>& batch,
@@ -189,8 +188,7 @@ class DraftPolicy {
   double tree_nodes_ = 0, tree_gained_ = 0;
   int rounds_since_tree_ = 0;
   // How many nodes beside its main chain each request may keep this round.
-  std::vector<int> tree_extras(std::span<const RoundRequest> round,
-                               const std::vector<Draft>& drafts, std::span<const int> k);
+  std::vector<int> tree_extras(const RoundPlan& plan, const std::vector<Draft>& drafts);
 };
 
 }  // namespace tandem

@@ -6,6 +6,7 @@
 // the same way.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "sampling/constraint.h"
@@ -17,8 +18,9 @@
 
 namespace tandem {
 
-// How a request decodes: what the runner needs of its parameters.
-struct DecodeParams {
+// Every parameter of a request: how it decodes and when it stops. Stored once,
+// in its Generation; checked once, where the request enters (engine/request_check.h).
+struct GenerationParams {
   int max_tokens = 128;
   SamplingParams sampling;
   bool speculate = true;  // let the engine's drafter propose tokens for this request
@@ -28,6 +30,8 @@ struct DecodeParams {
   // The grammar its output must follow, in its start state (null: none); each
   // request advances a fork of its own.
   std::shared_ptr<const TokenConstraint> constraint;
+  std::vector<std::string> stop_strings;  // text that ends the output (not part of it)
+  bool ignore_eos = false;                // keep going past end-of-generation tokens
 };
 
 // One token a round hands to its request.
@@ -55,6 +59,7 @@ class Generation {
   int prefill_end() const {
     return n_generated() == 0 ? n_prompt_ : static_cast<int>(tokens_.size()) - 1;
   }
+  const GenerationParams& params() const { return params_; }
   const SamplingParams& sampling() const { return params_.sampling; }
   // Whether a drafter may propose tokens for it.
   bool speculate() const { return params_.speculate; }
@@ -79,7 +84,8 @@ class Generation {
   int target_slot = -1;  // its slot in the target model's KV cache (-1: none)
 
  protected:
-  Generation(int id, std::vector<int> prompt, const DecodeParams& params);
+  // The parameters are trusted: checked where the request entered.
+  Generation(int id, std::vector<int> prompt, GenerationParams params);
   // Make `token` part of the output (and advance the constraint by it).
   void append(int token);
 
@@ -87,7 +93,7 @@ class Generation {
   int id_;
   std::vector<int> tokens_;
   int n_prompt_;
-  DecodeParams params_;
+  GenerationParams params_;
   std::unique_ptr<TokenConstraint> constraint_;
   Rng rng_;
   RequestStats stats_;

@@ -122,15 +122,15 @@ float ModelDrafter::softmax_prob(const float* logits, int token) const {
   return sum > 0 ? static_cast<float>(1 / sum) : 0.0f;
 }
 
-int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vector<int>& context,
-                         const TokenConstraint* constraint, Draft& d, bool confident) {
+int ModelDrafter::choose(const DraftContext& req, float* logits, const Job& job, Draft& d,
+                         bool confident) {
   const int V = tf_.vocab_size();
   const SamplingParams& sp = *req.sampling;
-  apply_repetition_penalty(logits, V, context.data(), static_cast<int>(context.size()), sp);
-  if (constraint) {
+  apply_repetition_penalty(logits, V, job.context.data(), static_cast<int>(job.context.size()), sp);
+  if (job.constraint) {
     // q is masked as the target's p is; where the constraint leaves none of the
     // ids this draft may propose, the draft ends.
-    constraint->mask(logits, V);
+    job.constraint->mask(logits, V);
     if (logits[argmax(logits, V)] == -std::numeric_limits<float>::infinity()) return -1;
   }
   if (sp.greedy()) {
@@ -142,7 +142,7 @@ int ModelDrafter::choose(const DraftContext& req, float* logits, const std::vect
     // The draft's own Gumbel winner with the noise of the position it drafts
     // (the target accepts it iff the target's winner is the same token); q is
     // not needed, so it stays empty.
-    const int t = gumbel_.choose(logits, V, sp, static_cast<int64_t>(context.size()));
+    const int t = gumbel_.choose(logits, V, sp, job.position);
     if (confident) d.confidence.push_back(gumbel_.probability(logits, V, sp, t));
     return t;
   }
@@ -186,110 +186,124 @@ int ModelDrafter::sibling(const DraftContext& req, float* logits, const Draft& d
 
 double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                              std::vector<Draft>& out, const DraftStop* stop) {
-  const int V = tf_.vocab_size();
   out.resize(reqs.size());
-  // Who drafts this round, and how many tokens at most (room in the draft cache).
-  struct Job {
-    size_t i;
-    SeqState* st;
-    int k;
-    std::vector<int> context;                     // tokens + drafts so far (the penalty's context)
-    std::unique_ptr<TokenConstraint> constraint;  // the request's, advanced through the drafts
-    std::vector<std::pair<int, int>> siblings;    // (depth - 1, token): after the chain
-  };
-  std::vector<Job> jobs;
+  for (auto& d : out) d.clear();
+  if (!select_jobs(reqs, k)) return -1;
+  StepTimes times;
+  int max_k = 0;
+  for (const Job& j : jobs()) max_k = std::max(max_k, j.k);
+  for (int step = 0; step < max_k; ++step) {
+    if (step == 0)
+      feed_catch_up(reqs);
+    else if (!feed_last_drafts(out, step))
+      break;  // every draft stopped early
+    timed_forward(step, times);
+    choose_tokens(reqs, step, out, stop);
+  }
+  for (const Job& j : jobs()) add_siblings(j.siblings, out[j.i]);
+  return times.steady_steps ? times.steady_ms / times.steady_steps : -1;
+}
+
+bool ModelDrafter::select_jobs(std::span<const DraftContext> reqs, std::span<const int> k) {
+  n_jobs_ = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    out[i].clear();
     if (k[i] <= 0) continue;
     SeqState* st = state_for(reqs[i].id);
-    if (!st) continue;
+    if (!st) continue;  // no free slot in the draft cache
     const int len = static_cast<int>(reqs[i].tokens.size());
     // Drafting k tokens writes positions up to len + k - 2.
     const int room = std::min(k[i], n_ctx_ - len + 1);
     if (room <= 0) continue;
-    jobs.push_back({i,
-                    st,
-                    room,
-                    {reqs[i].tokens.begin(), reqs[i].tokens.end()},
-                    reqs[i].constraint ? reqs[i].constraint->fork() : nullptr,
-                    {}});
+    // Jobs are reused from call to call, with their buffers.
+    if (n_jobs_ == jobs_.size()) jobs_.emplace_back();
+    Job& j = jobs_[n_jobs_++];
+    j.i = i;
+    j.st = st;
+    j.k = room;
+    j.position = len;
+    // The repetition penalty's context: the tokens so far (only where there is
+    // a penalty) and the drafts as they come.
+    j.context.clear();
+    if (reqs[i].sampling->repetition_penalty != 1.0f)
+      j.context.assign(reqs[i].tokens.begin(), reqs[i].tokens.end());
+    j.constraint = reqs[i].constraint ? reqs[i].constraint->fork() : nullptr;
+    j.siblings.clear();
   }
-  if (jobs.empty()) return -1;
+  return n_jobs_ > 0;
+}
 
+void ModelDrafter::feed_catch_up(std::span<const DraftContext> reqs) {
   // Step 0 feeds every token the draft cache lacks (the whole prefix on the
-  // first round); later steps feed the previous draft token.
-  ForwardBatch batch;
-  int max_k = 0;
-  for (auto& j : jobs) {
+  // first round); the last token is fed even when the cache has it, for its logits.
+  batch_.clear();
+  for (Job& j : jobs()) {
     const auto toks = reqs[j.i].tokens;
-    // The last token must be fed to get logits, even if the cache already has it.
-    int have = std::min(static_cast<int>(j.st->cached.size()), static_cast<int>(toks.size()) - 1);
+    const int have =
+        std::min(static_cast<int>(j.st->cached.size()), static_cast<int>(toks.size()) - 1);
     cache_->truncate_to(j.st->slot, have);
-    batch.add_sequence(j.st->slot, toks.data() + have, static_cast<int>(toks.size()) - have, have,
-                       false, true);
+    batch_.add_sequence(j.st->slot, toks.data() + have, static_cast<int>(toks.size()) - have, have,
+                        false, true);
     j.st->cached.assign(toks.begin(), toks.end());
-    max_k = std::max(max_k, j.k);
   }
-  // Steady-state step time: steps that feed one token per request, or two in a
-  // step 0 after a fully accepted draft (nearly as cheap: a few positions cost
-  // about what one does; with K = 1 every step is a step 0). A step 0 that
-  // catches up on more (the whole prompt on the first round) is not.
-  double steady_ms = 0;
-  int steady_steps = 0;
-  for (int step = 0; step < max_k; ++step) {
-    if (step > 0) {
-      batch.clear();
-      for (auto& j : jobs) {
-        if (j.k <= step) continue;
-        int prev = out[j.i].tokens.back();
-        batch.add_sequence(j.st->slot, &prev, 1, static_cast<int>(j.st->cached.size()), false,
-                           true);
-        j.st->cached.push_back(prev);
-      }
-      if (batch.size() == 0) break;  // every request stopped early
-    }
-    resize_scratch(logits_, static_cast<size_t>(batch.logit_rows.size()) * V);
-    const auto t0 =
-        std::chrono::steady_clock::now();  // the forward and the choices, not the buffer
-    tf_.forward(batch, *cache_, logits_.data());
-    const bool steady = batch.size() <= 2 * static_cast<int>(batch.logit_rows.size());
-    // A step 0 that caught up on many tokens measures the catch-up rate (a
-    // prefill: compute-bound, so its cost per token is about the same at any size).
-    constexpr int kCatchUpSample = 16;
-    if (step == 0 && batch.size() >= static_cast<int>(jobs.size()) + kCatchUpSample) {
-      catch_up_per_token_.add(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
-          batch.size());
-    }
-    int row = 0;
-    for (auto& j : jobs) {
-      if (j.k <= step) continue;
-      const int t = choose(reqs[j.i], &logits_[static_cast<size_t>(row++) * V], j.context,
-                           j.constraint.get(), out[j.i], stop != nullptr);
-      if (t < 0) {
-        j.k = step;  // nothing it may propose keeps to the constraint
-        continue;
-      }
-      out[j.i].tokens.push_back(t);
-      // Siblings are decided before the draw and added in depth order: which
-      // positions get one depends on no later draw.
-      if (static_cast<int>(j.siblings.size()) < siblings_ && !j.constraint) {
-        const int sib = sibling(reqs[j.i], &logits_[static_cast<size_t>(row - 1) * V], out[j.i],
-                                static_cast<int64_t>(j.context.size()));
-        if (sib >= 0) j.siblings.emplace_back(step, sib);
-      }
-      j.context.push_back(t);
-      if (j.constraint) j.constraint->advance(t);
-      if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, out[j.i])) j.k = step + 1;
-    }
-    if (steady) {
-      steady_ms +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      ++steady_steps;
-    }
+}
+
+bool ModelDrafter::feed_last_drafts(const std::vector<Draft>& out, int step) {
+  batch_.clear();
+  for (Job& j : jobs()) {
+    if (j.k <= step) continue;
+    j.fed = out[j.i].tokens.back();
+    batch_.add_sequence(j.st->slot, &j.fed, 1, static_cast<int>(j.st->cached.size()), false, true);
+    j.st->cached.push_back(j.fed);
   }
-  for (auto& j : jobs) add_siblings(j.siblings, out[j.i]);
-  return steady_steps ? steady_ms / steady_steps : -1;
+  return batch_.size() > 0;
+}
+
+void ModelDrafter::timed_forward(int step, StepTimes& times) {
+  resize_scratch(logits_, static_cast<size_t>(batch_.logit_rows.size()) * tf_.vocab_size());
+  const auto t0 = std::chrono::steady_clock::now();  // the forward alone, not the buffer
+  tf_.forward(batch_, *cache_, logits_.data());
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // A step 0 that caught up on many tokens measures the catch-up rate (a
+  // prefill: compute-bound, so its cost per token is about the same at any size).
+  constexpr int kCatchUpSample = 16;
+  if (step == 0 && batch_.size() >= static_cast<int>(n_jobs_) + kCatchUpSample)
+    catch_up_per_token_.add(ms / batch_.size());
+  // Steady-state steps feed one token per request, or two in a step 0 after a
+  // fully accepted draft (nearly as cheap: a few positions cost about what one
+  // does; with K = 1 every step is a step 0). A step 0 that catches up on more
+  // (the whole prompt on the first round) is not one.
+  if (batch_.size() <= 2 * static_cast<int>(batch_.logit_rows.size())) {
+    times.steady_ms += ms;
+    ++times.steady_steps;
+  }
+}
+
+void ModelDrafter::choose_tokens(std::span<const DraftContext> reqs, int step,
+                                 std::vector<Draft>& out, const DraftStop* stop) {
+  const int V = tf_.vocab_size();
+  int row = 0;
+  for (Job& j : jobs()) {
+    if (j.k <= step) continue;
+    float* logits = &logits_[static_cast<size_t>(row++) * V];
+    Draft& d = out[j.i];
+    const int t = choose(reqs[j.i], logits, j, d, stop != nullptr);
+    if (t < 0) {
+      j.k = step;  // nothing it may propose keeps to the constraint
+      continue;
+    }
+    d.tokens.push_back(t);
+    // Siblings are decided before the draw and added in depth order: which
+    // positions get one depends on no later draw.
+    if (static_cast<int>(j.siblings.size()) < siblings_ && !j.constraint) {
+      const int sib = sibling(reqs[j.i], logits, d, j.position);
+      if (sib >= 0) j.siblings.emplace_back(step, sib);
+    }
+    if (!j.context.empty()) j.context.push_back(t);
+    ++j.position;
+    if (j.constraint) j.constraint->advance(t);
+    if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, d)) j.k = step + 1;
+  }
 }
 
 void ModelDrafter::add_siblings(const std::vector<std::pair<int, int>>& siblings, Draft& d) {

@@ -66,11 +66,37 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
     std::vector<int> cached;  // the tokens whose K/V the slot holds, in order
   };
   SeqState* state_for(int request_id);  // allocates a slot; null when none is free
+
+  // One request's drafting in a propose() call.
+  struct Job {
+    size_t i = 0;  // its index in the call's requests
+    SeqState* st = nullptr;
+    int k = 0;                 // tokens it may still draft (lowered by an early stop)
+    int position = 0;          // the position of the token it drafts next
+    int fed = -1;              // the token fed at this step (its previous draft)
+    std::vector<int> context;  // tokens + drafts so far, for a repetition penalty (else empty)
+    std::unique_ptr<TokenConstraint> constraint;  // the request's, advanced through the drafts
+    std::vector<std::pair<int, int>> siblings;    // (depth - 1, token): after the chain
+  };
+  // Milliseconds of the steady draft steps of one call.
+  struct StepTimes {
+    double steady_ms = 0;
+    int steady_steps = 0;
+  };
+  // The steps of propose(): who drafts and how many tokens at most (jobs_;
+  // false: nobody); step 0's batch (what each draft cache lacks, ending in the
+  // last token); a later step's (each job's previous draft; false: every draft
+  // has stopped); the timed forward; one token per job from its logits row.
+  bool select_jobs(std::span<const DraftContext> reqs, std::span<const int> k);
+  void feed_catch_up(std::span<const DraftContext> reqs);
+  bool feed_last_drafts(const std::vector<Draft>& out, int step);
+  void timed_forward(int step, StepTimes& times);
+  void choose_tokens(std::span<const DraftContext> reqs, int step, std::vector<Draft>& out,
+                     const DraftStop* stop);
   // Turn one row of draft logits into the next draft token for req (and its q,
-  // and with `confident` its confidence), within `constraint` (null: none).
-  // Returns -1 when the constraint allows none of the ids the draft may propose.
-  int choose(const DraftContext& req, float* logits, const std::vector<int>& context,
-             const TokenConstraint* constraint, Draft& d, bool confident);
+  // and with `confident` its confidence), within the job's constraint. Returns
+  // -1 when the constraint allows none of the ids the draft may propose.
+  int choose(const DraftContext& req, float* logits, const Job& job, Draft& d, bool confident);
   // The draft's probability of `token` under plain softmax (greedy requests).
   float softmax_prob(const float* logits, int token) const;
   // A second candidate beside main-chain token d.tokens.back() at an uncertain
@@ -92,6 +118,10 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   std::map<int, SeqState> states_;                  // by request id
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   GumbelSampler gumbel_;         // reproducible mode's choices
+  std::vector<Job> jobs_;        // propose()'s first n_jobs_ (kept, with their buffers)
+  size_t n_jobs_ = 0;
+  std::span<Job> jobs() { return {jobs_.data(), n_jobs_}; }
+  ForwardBatch batch_;  // one draft step's
   // Milliseconds per token fed by step 0s that caught up on many tokens.
   RunningCost catch_up_per_token_;
   double relative_cost_ = 0;

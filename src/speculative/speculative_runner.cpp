@@ -71,20 +71,14 @@ std::vector<RoundRequest> SpeculativeRunner::describe(const std::vector<Generati
   return round;
 }
 
-int SpeculativeRunner::positions_for(const Generation& seq, int k) const {
-  const int len = static_cast<int>(seq.tokens().size());
-  return policy_.position_budget(cache_.capacity(seq.target_slot) - len, k);
+RoundPlan SpeculativeRunner::plan(const std::vector<Generation*>& seqs, const KvBudget& budget) {
+  return policy_.plan(describe(seqs), &budget);
 }
 
-std::vector<int> SpeculativeRunner::plan(const std::vector<Generation*>& seqs) {
-  return policy_.plan(describe(seqs));
-}
-
-void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const std::vector<int>& k) {
+void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const RoundPlan& plan) {
   if (seqs.empty()) return;
   const auto t0 = Clock::now();
-  const std::vector<RoundRequest> round = describe(seqs);
-  const double step_ms = draft(round, k);
+  const double step_ms = draft(plan);
   const double draft_ms = ms_since(t0);
   const double verify_ms = verify(seqs);
   const int V = target_.vocab_size();
@@ -106,19 +100,19 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const std::ve
   const double total_ms = ms_since(t0);
   for (Generation* s : seqs) s->stats().decode_ms += total_ms;
   const int drafting =
-      static_cast<int>(std::count_if(k.begin(), k.end(), [](int x) { return x > 0; }));
+      static_cast<int>(std::count_if(plan.k.begin(), plan.k.end(), [](int x) { return x > 0; }));
   policy_.record_round({batch_.size(), verify_ms, drafting, step_ms, emitted, total_ms});
 }
 
-double SpeculativeRunner::draft(std::span<const RoundRequest> round, const std::vector<int>& k) {
-  drafts_.resize(round.size());
+double SpeculativeRunner::draft(const RoundPlan& plan) {
+  drafts_.resize(plan.requests.size());
   for (auto& d : drafts_) d.clear();
-  if (std::none_of(k.begin(), k.end(), [](int x) { return x > 0; })) return -1;
-  const auto stop = policy_.draft_stop(round, k);
-  std::vector<DraftContext> reqs;
-  for (const RoundRequest& r : round) reqs.push_back(r.ctx);
-  const double step_ms = drafter_->propose(reqs, k, drafts_, stop.get());
-  policy_.trim(round, drafts_, stop.get(), k);
+  if (!plan.drafts()) return -1;
+  const auto stop = policy_.draft_stop(plan);
+  contexts_.clear();
+  for (const RoundRequest& r : plan.requests) contexts_.push_back(r.ctx);
+  const double step_ms = drafter_->propose(contexts_, plan.k, drafts_, stop.get());
+  policy_.trim(plan, drafts_, stop.get());
   return step_ms;
 }
 

@@ -1,7 +1,8 @@
-// The speculative round. For a batch of requests, each round:
-//  1. draft: the policy (draft_policy.h) gives each request a draft length K
-//     (0: a plain decode step); the drafter proposes up to K tokens for all of
-//     them together (batched draft steps);
+// The speculative round. For a batch of requests, each round carries out the
+// plan the policy made (draft_policy.h, round_plan.h: a draft length K per
+// request, 0 for a plain decode step, within the KV room the engine stated):
+//  1. draft: the drafter proposes up to K tokens for all of them together
+//     (batched draft steps), and the policy trims what is not worth verifying;
 //  2. verify: one target forward over, per request, the tokens the target cache
 //     lacks (the last sampled token) followed by its drafts, with logits at
 //     every one of those K+1 positions (a draft tree is verified in the same
@@ -40,15 +41,11 @@ class SpeculativeRunner {
   // its target cache lacks, up to its prefill_end()). A new request whose prompt
   // is then complete gets its first token sampled.
   void prefill(const std::vector<std::pair<Generation*, int>>& chunks);
-  // Draft lengths for this round (0: a plain decode step), from the policy.
-  std::vector<int> plan(const std::vector<Generation*>& seqs);
-  // One decode round for every request (each fully prefilled), drafting up to
-  // k[i] tokens for seqs[i] (the engine may lower plan()'s lengths when KV blocks
-  // run short).
-  void step(const std::vector<Generation*>& seqs, const std::vector<int>& k);
-  // The cache positions beyond its tokens that seq's round may write when its
-  // draft's main chain has k tokens (a tree's other nodes included).
-  int positions_for(const Generation& seq, int k) const;
+  // This round's plan for `seqs` (each fully prefilled), from the policy,
+  // within `budget` (the engine's KV room).
+  RoundPlan plan(const std::vector<Generation*>& seqs, const KvBudget& budget);
+  // One decode round for every request, as planned (seqs as given to plan()).
+  void step(const std::vector<Generation*>& seqs, const RoundPlan& plan);
   // The request gave up its target slot (preempted, or finished): free what the
   // drafter holds for it.
   void release(Generation& seq);
@@ -61,9 +58,9 @@ class SpeculativeRunner {
  private:
   // What the policy is told of each request this round.
   std::vector<RoundRequest> describe(const std::vector<Generation*>& seqs) const;
-  // Steps 1-2: drafts_ for every request; returns the steady draft step's
+  // Step 1: drafts_ for every request; returns the steady draft step's
   // milliseconds (negative: none measured).
-  double draft(std::span<const RoundRequest> round, const std::vector<int>& k);
+  double draft(const RoundPlan& plan);
   // Step 4 for the target cache: keep `base` positions and the accepted drafts.
   void roll_back(const Generation& seq, const Draft& draft, const Verdict& v, int base);
   // Step 3: one target forward over pending tokens and drafts; returns its
@@ -81,6 +78,7 @@ class SpeculativeRunner {
   DraftPolicy policy_;
   AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
   std::vector<Draft> drafts_;
+  std::vector<DraftContext> contexts_;   // the drafter's view of the round's requests
   std::vector<TokenLogprobs> logprobs_;  // of the request being accepted
   VerifyScratch verify_scratch_;
   std::vector<int> first_row_;

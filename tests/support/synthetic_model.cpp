@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "io/gguf_writer.h"
 #include "io/safetensors.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace fs = std::filesystem;
 

@@ -19,7 +19,7 @@
 
 #include "core/error.h"
 #include "io/gguf_reader.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace {
 

@@ -122,12 +122,12 @@ TEST(AsyncEngine, ConcurrentClientsSubmitStreamAndCancel) {
   int compared = 0;
   for (const auto& per_client : outcomes)
     for (const Outcome& o : per_client) {
-      EXPECT_EQ(o.streamed, o.result.text) << o.result.finish_reason;
-      if (o.result.finish_reason == "cancelled") {
+      EXPECT_EQ(o.streamed, o.result.text) << finish_reason_name(o.result.finish_reason);
+      if (o.result.finish_reason == FinishReason::Cancelled) {
         EXPECT_TRUE(o.cancelled);
         continue;
       }
-      EXPECT_EQ(o.result.finish_reason, "length");
+      EXPECT_EQ(o.result.finish_reason, FinishReason::Length);
       EXPECT_EQ(o.result.tokens, run_alone(*model, o.request));
       ++compared;
     }
@@ -155,7 +155,7 @@ TEST(AsyncEngine, ShutdownCancelsOrDrainsAndThenRefuses) {
     async.shutdown(drain);
     for (auto& ch : channels) {
       ASSERT_TRUE(ch->wait(0ms).finished) << "shutdown returned with a request unfinished";
-      const std::string& reason = ch->result().finish_reason;
+      const std::string reason = finish_reason_name(ch->result().finish_reason);
       if (drain)
         EXPECT_EQ(reason, "length");
       else

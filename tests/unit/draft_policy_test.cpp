@@ -54,11 +54,12 @@ class Simulation {
     std::vector<RoundRequest> reqs;
     for (size_t i = 0; i < tokens_.size(); ++i)
       reqs.push_back({{ids_[i], tokens_[i], &sampling_, &rng_}, 1, 1000, 1000});
-    const std::vector<int> k = policy_.plan(reqs);
+    const RoundPlan plan = policy_.plan(reqs);
+    const std::vector<int>& k = plan.k;
     std::vector<Draft> drafts(k.size());
     for (size_t i = 0; i < k.size(); ++i) drafts[i].tokens.assign(k[i], 7);
-    const auto stop = policy_.draft_stop(reqs, k);
-    policy_.trim(reqs, drafts, stop.get(), k);
+    const auto stop = policy_.draft_stop(plan);
+    policy_.trim(plan, drafts, stop.get());
     int positions = 0, emitted = 0, drafting = 0, longest = 0;
     for (size_t i = 0; i < k.size(); ++i) {
       const int n = static_cast<int>(drafts[i].tokens.size());
@@ -219,10 +220,12 @@ int kept_nodes(DraftPolicy& policy) {
   Rng rng;
   SamplingParams sp;
   std::vector<int> toks{1, 2, 3};
-  const std::vector<RoundRequest> reqs{{{0, toks, &sp, &rng}, 1, 1000, 1000, 1000}};
+  RoundPlan plan;
+  plan.requests = {{{0, toks, &sp, &rng}, 1, 1000, 1000, 1000}};
+  plan.k = {3};
+  plan.positions = {3 + policy.options().tree_extra};
   std::vector<Draft> drafts{small_tree()};
-  const std::vector<int> k{3};
-  policy.trim(reqs, drafts, nullptr, k);
+  policy.trim(plan, drafts, nullptr);
   return static_cast<int>(drafts[0].tokens.size());
 }
 
@@ -259,4 +262,54 @@ TEST(DraftPolicy, FixedKKeepsTheTreeAndNoTreesMeansChains) {
   EXPECT_EQ(kept_nodes(one), 4);
   DraftPolicy chains(&drafter, SpecOptions{3, false, true, 0});
   EXPECT_EQ(kept_nodes(chains), 3);
+}
+
+namespace {
+
+// An engine's KV room that holds plain steps (no positions beyond the tokens)
+// but no drafts.
+class RoomForPlainStepsOnly final : public KvBudget {
+ public:
+  bool fits(std::span<const int> positions, std::span<const int>) const override {
+    return std::all_of(positions.begin(), positions.end(), [](int p) { return p == 0; });
+  }
+};
+
+}  // namespace
+
+// The policy alone plans a round, within the KV room the engine states: where
+// the drafts would not fit, the round drafts nothing; the plan's positions are
+// what each request's drafts may write (the main chain and its tree nodes).
+TEST(DraftPolicy, PlansWithinTheKvRoomTheEngineStates) {
+  ScriptedDrafter drafter;
+  DraftPolicy policy(&drafter, SpecOptions{4, false, false, 2});
+  Rng rng;
+  SamplingParams sp;
+  std::vector<int> toks{1, 2, 3};
+  const std::vector<RoundRequest> round{{{0, toks, &sp, &rng}, 1, 1000, 1000, 1000},
+                                        {{1, toks, &sp, &rng}, 1, 3, 1000, 5}};
+  const RoundPlan free_plan = policy.plan(round);
+  EXPECT_EQ(free_plan.k, (std::vector<int>{4, 3})) << "K, within each request's room";
+  EXPECT_EQ(free_plan.positions, (std::vector<int>{6, 5})) << "chain + tree, within kv_room";
+  EXPECT_EQ(free_plan.requests.size(), 2u);
+  const RoomForPlainStepsOnly tight;
+  const RoundPlan plan = policy.plan(round, &tight);
+  EXPECT_EQ(plan.k, (std::vector<int>{0, 0}));
+  EXPECT_EQ(plan.positions, (std::vector<int>{0, 0}));
+  EXPECT_FALSE(plan.drafts());
+}
+
+// Explored for a batch size once a plain pass of that many positions, a second
+// verify point and a draft step are measured: what benchmarks warm up for.
+TEST(DraftPolicy, ExploredOnceItsCostsAreMeasured) {
+  ScriptedDrafter drafter;
+  DraftPolicy policy(&drafter, SpecOptions{8, true});
+  EXPECT_FALSE(policy.explored(1));
+  policy.record_round({1, 40, 0, -1, 1, 40});  // a plain round of one request
+  EXPECT_FALSE(policy.explored(1)) << "no draft step measured yet";
+  policy.record_round({6, 50, 1, 8, 4, 66});  // one request drafting 5
+  EXPECT_TRUE(policy.explored(1));
+  EXPECT_FALSE(policy.explored(3)) << "no pass of 3 positions measured";
+  DraftPolicy plain(nullptr, SpecOptions{});
+  EXPECT_TRUE(plain.explored(4)) << "plain decoding has nothing to explore";
 }

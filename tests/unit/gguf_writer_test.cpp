@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "io/gguf_reader.h"
 #include "io/gguf_writer.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 #include "support/paths.h"
 #include "support/test_util.h"
 

@@ -23,8 +23,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/kernels.h"
-#include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
+#include "quant/quants.h"
 #include "support/test_util.h"
 
 using namespace tandem;

@@ -17,8 +17,8 @@
 #include "cache/contiguous_kv_cache.h"
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
+#include "quant/quants.h"
 
 using namespace tandem;
 
@@ -144,14 +144,14 @@ void expect_remap_same_as_gathered(DType type, int64_t target = 0) {
   }
   gathered.set_length(g, remap_from + n_q);
   // The scattered cache seen in blocks of 8 rows, through the remap.
-  const kernels::KVSeqView whole = scattered.cache.view(scattered.slot, 0);
+  const KVSeqView whole = scattered.cache.view(scattered.slot, 0);
   const size_t row_bytes = dtype_row_bytes(type, int(re));
   std::vector<const void*> kb, vb;
   for (int b = 0; b * 8 < len; ++b) {
     kb.push_back(static_cast<const uint8_t*>(whole.k_blocks[0]) + b * 8 * row_bytes);
     vb.push_back(static_cast<const uint8_t*>(whole.v_blocks[0]) + b * 8 * row_bytes);
   }
-  kernels::KVSeqView view{kb.data(), vb.data(), 8, type};
+  KVSeqView view{kb.data(), vb.data(), 8, type};
   view.remap = remap.data();
   view.remap_from = remap_from;
 
@@ -202,7 +202,7 @@ void expect_batch_same_as_alone(DType type, int64_t target = 0) {
     std::vector<std::vector<float>> together(4);
     for (int s = 0; s < 4; ++s) {
       together[s].assign(rows[s] * stride, 0.0f);
-      kernels::KVSeqView kv = caches[s]->cache.view(caches[s]->slot, 0);
+      KVSeqView kv = caches[s]->cache.view(caches[s]->slot, 0);
       if (s == 3) {
         kv.remap = remap.data();
         kv.remap_from = lens[3] - 3;
@@ -311,37 +311,6 @@ TEST(Elementwise, ArgmaxFindsTheFirstMaximumAnywhereAndReportsNaN) {
     y[at] = std::numeric_limits<float>::quiet_NaN();
     EXPECT_EQ(kernels::cpu::argmax(y.data(), n), -1) << "NaN at " << at;
     EXPECT_EQ(kernels::ref::argmax(y.data(), n), -1) << "NaN at " << at;
-  }
-}
-
-TEST(Elementwise, HalfRowsHaveTheBitsOfTheScalarConversion) {
-  // The vector conversion (F16C where present) must give f32_to_f16's bits for
-  // every input: rounding to nearest even (halfway cases both ways), subnormals,
-  // overflow to inf at 65520, NaN quiet with sign and top payload. Written at an
-  // odd address, with a length that leaves a scalar tail.
-  std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000,
-                                0xFFC12345, 0x7F800001, 0x7FA00000, 0x477FE000, 0x477FEFFF,
-                                0x477FF000, 0x477FF001, 0x33800000, 0x33000000, 0x33000001,
-                                0x38800000, 0x387FE000, 0x3F801000, 0x3F803000, 0x3F800FFF};
-  std::mt19937 rng(5);
-  for (int i = 0; i < 4000; ++i) bits.push_back(rng());  // every exponent, NaNs included
-  for (float scale : {1e-8f, 1e-5f, 1.0f, 3e4f, 7e4f}) {
-    auto r = randn(500, static_cast<uint32_t>(scale * 1000) + 3, scale);
-    for (float f : r) {
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      bits.push_back(u);
-    }
-  }
-  bits.push_back(0x3F800000);  // an odd count: a scalar tail
-  std::vector<float> x(bits.size());
-  std::memcpy(x.data(), bits.data(), bits.size() * 4);
-  std::vector<uint8_t> out(2 * x.size() + 1);
-  kernels::cpu::f32_to_f16_row(x.data(), out.data() + 1, static_cast<int64_t>(x.size()));
-  for (size_t i = 0; i < x.size(); ++i) {
-    uint16_t h;
-    std::memcpy(&h, out.data() + 1 + 2 * i, 2);
-    ASSERT_EQ(h, f32_to_f16(x[i])) << "input bits 0x" << std::hex << bits[i];
   }
 }
 

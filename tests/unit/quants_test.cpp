@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/quant_blocks.h"
-#include "kernels/quants.h"
+#include "quant/quant_blocks.h"
+#include "quant/quants.h"
 
 using namespace tandem;
 using namespace tandem::quant_detail;
@@ -765,4 +765,36 @@ TEST(QuantSafety, BadArgumentsAreClearErrors) {
   // The float conversions carry inf and NaN through.
   EXPECT_NO_THROW(quantize_row(DType::F16, f.data(), buf.data(), 256));
   EXPECT_THROW(dequantize_row(static_cast<DType>(99), buf.data(), f.data(), 32), Error);
+}
+
+TEST(Quants, HalfRowsHaveTheBitsOfTheScalarConversion) {
+  // The vector conversion (F16C where present) must give f32_to_f16's bits for
+  // every input: rounding to nearest even (halfway cases both ways), subnormals,
+  // overflow to inf at 65520, NaN quiet with sign and top payload. Written at an
+  // odd address, with a length that leaves a scalar tail.
+  std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000,
+                                0xFFC12345, 0x7F800001, 0x7FA00000, 0x477FE000, 0x477FEFFF,
+                                0x477FF000, 0x477FF001, 0x33800000, 0x33000000, 0x33000001,
+                                0x38800000, 0x387FE000, 0x3F801000, 0x3F803000, 0x3F800FFF};
+  std::mt19937 rng(5);
+  for (int i = 0; i < 4000; ++i) bits.push_back(rng());  // every exponent, NaNs included
+  for (float scale : {1e-8f, 1e-5f, 1.0f, 3e4f, 7e4f}) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    for (int i = 0; i < 500; ++i) {
+      const float f = normal(rng);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      bits.push_back(u);
+    }
+  }
+  bits.push_back(0x3F800000);  // an odd count: a scalar tail
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  std::vector<uint8_t> out(2 * x.size() + 1);
+  f32_to_f16_row(x.data(), out.data() + 1, static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, out.data() + 1 + 2 * i, 2);
+    ASSERT_EQ(h, f32_to_f16(x[i])) << "input bits 0x" << std::hex << bits[i];
+  }
 }

@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
 #include "support/test_util.h"

@@ -161,26 +161,6 @@ TEST(Sampler, SameSeedSameDraws) {
   }
 }
 
-TEST(Sampler, ValidateNamesTheBadField) {
-  SamplingParams p;
-  p.temperature = -1;
-  try {
-    p.validate();
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("temperature"), std::string::npos);
-  }
-  p = {};
-  p.top_p = 0;
-  EXPECT_THROW(p.validate(), Error);
-  p = {};
-  p.top_k = -3;
-  EXPECT_THROW(p.validate(), Error);
-  p = {};
-  p.min_p = 1.5f;
-  EXPECT_THROW(p.validate(), Error);
-}
-
 // Reproducible sampling draws from the same distribution as the inverse-CDF draw,
 // with and without the filters (which decide the kept tokens): 30,000 positions
 // of one row, chi-square against SamplingDistribution's probabilities. Fixed

@@ -37,7 +37,7 @@ TEST(ServerPlumbing, ChannelHandsOverTextThenTheResult) {
     std::this_thread::sleep_for(20ms);
     RequestResult r;
     r.text = "Hello!";
-    r.finish_reason = "stop";
+    r.finish_reason = FinishReason::Stop;
     ch.push({-1, false, "!", nullptr, nullptr});  // held-back text released at the end
     ch.finish(r);
   });
@@ -63,7 +63,7 @@ TEST(ServerPlumbing, ChannelHandsOverTextThenTheResult) {
   EXPECT_EQ(ids, (std::vector<int>{7, 8, -1}));
   EXPECT_EQ(drafted, 2) << "the counts so far stay with the channel";
   EXPECT_EQ(accepted, 1);
-  EXPECT_EQ(ch.result().finish_reason, "stop");
+  EXPECT_EQ(ch.result().finish_reason, FinishReason::Stop);
 }
 
 namespace {

@@ -1,7 +1,10 @@
 // The OpenAI request parser and response shapes of the HTTP server: defaults,
-// every accepted form of a field, a 400 naming the field for every wrong type,
-// range or unsupported option, and the exact JSON shapes clients rely on.
+// every accepted form of a field, a 400 naming the field for every wrong type or
+// unsupported option (ranges are checked once the request is built:
+// server_request_builder_test), and the exact JSON shapes clients rely on.
 #include <gtest/gtest.h>
+
+#include <climits>
 
 #include <nlohmann/json.hpp>
 
@@ -138,9 +141,6 @@ TEST(ServerProtocol, StopForms) {
             (std::vector<std::string>{"a", "bc"}));
   expect_400({{"prompt", "x"}, {"stop", 3}}, "stop");
   expect_400({{"prompt", "x"}, {"stop", {"a", 3}}}, "stop");
-  expect_400({{"prompt", "x"}, {"stop", {""}}}, "stop");
-  expect_400({{"prompt", "x"}, {"stop", std::vector<std::string>(kMaxStopStrings + 1, "s")}},
-             "stop");
 }
 
 TEST(ServerProtocol, ChatMessages) {
@@ -169,19 +169,16 @@ TEST(ServerProtocol, ChatMessages) {
   expect_400({{"messages", {1}}}, "messages", C);
 }
 
-TEST(ServerProtocol, WrongTypesAndRanges) {
+TEST(ServerProtocol, WrongTypes) {
   auto with = [](const char* k, json v) { return json{{"prompt", "x"}, {k, v}}; };
   expect_400(with("max_tokens", "10"), "max_tokens");
   expect_400(with("max_tokens", 1.5), "max_tokens");
-  expect_400(with("max_tokens", 0), "max_tokens");
   expect_400(with("max_tokens", 18446744073709551615ull), "max_tokens");
   expect_400(with("temperature", "hot"), "temperature");
-  expect_400(with("temperature", -0.1), "temperature");
-  expect_400(with("top_p", 0), "top_p");
-  expect_400(with("top_p", 1.01), "top_p");
-  expect_400(with("top_k", -2), "top_k");
-  expect_400(with("min_p", 2), "min_p");
-  expect_400(with("repetition_penalty", 0), "repetition_penalty");
+  expect_400(with("top_p", "all"), "top_p");
+  expect_400(with("top_k", 2.5), "top_k");
+  expect_400(with("min_p", true), "min_p");
+  expect_400(with("repetition_penalty", "1.1"), "repetition_penalty");
   expect_400(with("seed", "7"), "seed");
   expect_400(with("stream", 1), "stream");
   expect_400(with("speculate", "no"), "speculate");
@@ -189,6 +186,9 @@ TEST(ServerProtocol, WrongTypesAndRanges) {
   expect_400(with("stream_options", {{"include_usage", true}}), "stream_options");
   expect_400(json{{"prompt", "x"}, {"stream", true}, {"stream_options", 1}}, "stream_options");
   EXPECT_EQ(completion(with("top_k", -1)).sampling.top_k, 0);  // vLLM's "off"
+  // Values are taken as sent; their ranges are checked with the built request.
+  EXPECT_FLOAT_EQ(completion(with("temperature", -0.1)).sampling.temperature, -0.1f);
+  EXPECT_EQ(completion(with("max_tokens", int64_t{1} << 40)).max_tokens, INT_MAX);
 }
 
 TEST(ServerProtocol, UnsupportedOptionsAreNamed) {
@@ -281,8 +281,6 @@ TEST(ServerProtocol, LogprobsAndN) {
   EXPECT_TRUE(c.logprobs.enabled);
   EXPECT_EQ(c.logprobs.top, 20);
   EXPECT_FALSE(chat({{"messages", msgs}, {"logprobs", false}}).logprobs.enabled);
-  expect_400({{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 21}}, "top_logprobs",
-             Endpoint::ChatCompletions);
   expect_400({{"messages", msgs}, {"top_logprobs", 2}}, "top_logprobs", Endpoint::ChatCompletions);
   expect_400({{"messages", msgs}, {"logprobs", 1}}, "logprobs", Endpoint::ChatCompletions);
 
@@ -293,11 +291,10 @@ TEST(ServerProtocol, LogprobsAndN) {
   EXPECT_TRUE(zero.logprobs.enabled);
   EXPECT_EQ(zero.logprobs.top, 0);
   EXPECT_FALSE(completion({{"prompt", "x"}, {"logprobs", nullptr}}).logprobs.enabled);
-  expect_400({{"prompt", "x"}, {"logprobs", 6}}, "logprobs");
   expect_400({{"prompt", "x"}, {"logprobs", true}}, "logprobs");
   expect_400({{"prompt", "x"}, {"top_logprobs", 2}}, "top_logprobs");
 
-  EXPECT_EQ(completion({{"prompt", "x"}, {"n", 1}}).n, 1);
+  EXPECT_NO_THROW(completion({{"prompt", "x"}, {"n", 1}}));
   expect_400({{"prompt", "x"}, {"n", 0}}, "n");
   EXPECT_EQ(error_of(json{{"prompt", "x"}, {"n", 2}}.dump()).code, "unsupported_value");
   EXPECT_TRUE(
@@ -334,7 +331,7 @@ RequestResult sample_result() {
   RequestResult r;
   r.tokens = {5, 6, 7};
   r.text = "abc";
-  r.finish_reason = "length";
+  r.finish_reason = FinishReason::Length;
   r.stats.n_prompt = 4;
   r.stats.n_generated = 3;
   r.stats.rounds = 1;

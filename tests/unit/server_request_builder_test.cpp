@@ -1,12 +1,14 @@
 // From a parsed API request to an engine Request on synthetic models (Llama 3
 // and ChatML templates): prompt encoding, chat rendering, max_tokens defaults,
-// and the context and KV cache limits refused up front with a 400 naming the field.
+// and every parameter out of range (the context and KV cache limits included)
+// refused up front with a 400 naming the field.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "model/model.h"
 #include "server/api_error.h"
+#include "server/openai_request.h"
 #include "server/request_builder.h"
 #include "structured/json_schema.h"
 #include "support/paths.h"
@@ -195,4 +197,44 @@ TEST(ServerRequestBuilder, StructuredOutputAndLogprobsReachTheEngine) {
   ApiError e = error_of(b, p);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(e.param, "ignore_eos");
+}
+
+// Ranges are checked once, on the built request (engine/request_check.h): the
+// client's body, parsed as sent, gets a 400 naming the field in the API's words.
+TEST(ServerRequestBuilder, RangesAreRefusedNamingTheField) {
+  auto m = synthetic(Arch::Qwen2);
+  RequestBuilder b(*m, {128, 1024});
+  auto refused = [&](const std::string& body, Endpoint ep, const std::string& field) {
+    const ApiError e = error_of(b, parse_request(body, ep));
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, field) << body << ": " << e.what();
+    EXPECT_EQ(e.type, "invalid_request_error");
+    EXPECT_EQ(e.code, "invalid_value") << body;
+  };
+  const auto C = Endpoint::Completions, H = Endpoint::ChatCompletions;
+  refused(R"({"prompt": "x", "max_tokens": 0})", C, "max_tokens");
+  refused(R"({"prompt": "x", "max_tokens": -3})", C, "max_tokens");
+  refused(R"({"prompt": "x", "temperature": -0.1})", C, "temperature");
+  refused(R"({"prompt": "x", "top_p": 0})", C, "top_p");
+  refused(R"({"prompt": "x", "top_p": 1.01})", C, "top_p");
+  refused(R"({"prompt": "x", "top_k": -2})", C, "top_k");
+  refused(R"({"prompt": "x", "min_p": 2})", C, "min_p");
+  refused(R"({"prompt": "x", "repetition_penalty": 0})", C, "repetition_penalty");
+  refused(R"({"prompt": "x", "repeat_last_n": -5})", C, "repeat_last_n");
+  refused(R"({"prompt": "x", "stop": [""]})", C, "stop");
+  refused(
+      R"({"prompt": "x", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
+      C, "stop");
+  refused(R"({"prompt": "x", "logprobs": 6})", C, "logprobs");
+  refused(
+      R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+      H, "top_logprobs");
+  refused(R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0})", H,
+          "max_tokens");
+  // At the edges: accepted.
+  EXPECT_NO_THROW(
+      b.build(parse_request(R"({"prompt": "x", "logprobs": 5, "top_p": 1, "min_p": 0})", C)));
+  EXPECT_NO_THROW(b.build(parse_request(
+      R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 20})",
+      H)));
 }

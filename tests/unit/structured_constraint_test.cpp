@@ -93,7 +93,8 @@ class StructuredConstraintEngine : public ::testing::Test {
       const int id = engine.submit(std::move(r));
       engine.run();
       const RequestResult res = *engine.take_result(id);
-      out.push_back({res.tokens, res.text, res.finish_reason, res.stats.drafted});
+      out.push_back(
+          {res.tokens, res.text, finish_reason_name(res.finish_reason), res.stats.drafted});
     }
     return out;
   }

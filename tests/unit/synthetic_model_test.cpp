@@ -13,9 +13,9 @@
 
 #include "core/error.h"
 #include "io/gguf_reader.h"
-#include "kernels/quants.h"
 #include "model/hf_loader.h"
 #include "model/model.h"
+#include "quant/quants.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
 #include "support/test_util.h"

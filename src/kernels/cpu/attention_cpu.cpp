@@ -28,7 +28,7 @@
 #include "core/aligned.h"
 #include "kernels/cpu/attention_job.h"
 #include "kernels/cpu/worker_scratch.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>

@@ -28,10 +28,6 @@ void CpuKernels::rope(float* x, int n_heads, int head_dim, const float* cos, con
   fn_.rope(x, n_heads, head_dim, cos, sin, style);
 }
 
-void f32_to_f16_row(const float* x, void* out, int64_t n) {
-  best_target_kernels().f32_to_f16(x, static_cast<uint8_t*>(out), n);
-}
-
 int argmax(const float* x, int n) { return best_target_kernels().argmax(x, n); }
 
 const char* simd_target_name() { return best_target_kernels().name; }

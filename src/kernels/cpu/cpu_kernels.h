@@ -47,8 +47,6 @@ class CpuKernels final : public Kernels {
 };
 
 // Stateless entry points on this CPU's best target (best_target_kernels):
-// n floats to IEEE halves (2n bytes at out, any alignment), as f32_to_f16.
-void f32_to_f16_row(const float* x, void* out, int64_t n);
 int argmax(const float* x, int n);
 // The instruction set the best target is, e.g. "AVX3_DL".
 const char* simd_target_name();

@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "kernels/kernels.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tandem::kernels::cpu::HWY_NAMESPACE {
@@ -123,27 +123,6 @@ int ArgMax(const float* x, int n) {
   return 0;  // n == 0
 }
 
-// Floats to halves, rounding to nearest even, NaN kept quiet with its sign and
-// top payload: what f32_to_f16 does one value at a time. x86 targets from AVX2 up
-// have the conversion instruction (F16C), which gives exactly those bits; the
-// others convert one value at a time. (The KV cache stores two rows per
-// position and layer: one value at a time is a visible part of a verify pass.)
-void F32ToF16(const float* x, uint8_t* out, int64_t n) {
-  int64_t i = 0;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-  const hn::ScalableTag<float> df;
-  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  for (; i + L <= n; i += L)
-    hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, x + i)), dh,
-               reinterpret_cast<hwy::float16_t*>(out + 2 * i));
-#endif
-  for (; i < n; ++i) {
-    const uint16_t h = f32_to_f16(x[i]);
-    std::memcpy(out + 2 * i, &h, 2);
-  }
-}
-
 }  // namespace tandem::kernels::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -156,7 +135,6 @@ HWY_EXPORT(SwiGLU);
 HWY_EXPORT(AddInplace);
 HWY_EXPORT(Rope);
 HWY_EXPORT(ArgMax);
-HWY_EXPORT(F32ToF16);
 
 void resolve_elementwise(size_t index, TargetKernels& k) {
   k.rmsnorm = dispatch_entry(HWY_DISPATCH_TABLE(RmsNorm), index);
@@ -164,7 +142,6 @@ void resolve_elementwise(size_t index, TargetKernels& k) {
   k.add_inplace = dispatch_entry(HWY_DISPATCH_TABLE(AddInplace), index);
   k.rope = dispatch_entry(HWY_DISPATCH_TABLE(Rope), index);
   k.argmax = dispatch_entry(HWY_DISPATCH_TABLE(ArgMax), index);
-  k.f32_to_f16 = dispatch_entry(HWY_DISPATCH_TABLE(F32ToF16), index);
 }
 }  // namespace tandem::kernels::cpu
 #endif

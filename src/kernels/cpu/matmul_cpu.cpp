@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/matmul_chunk.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 namespace tandem::kernels::cpu {
 

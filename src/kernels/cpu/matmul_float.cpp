@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/matmul_chunk.h"
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace tandem::kernels::cpu::HWY_NAMESPACE {

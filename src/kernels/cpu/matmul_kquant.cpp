@@ -19,7 +19,7 @@
 #include "kernels/cpu/matmul_chunk.h"
 #include "kernels/cpu/quant_tile-inl.h"
 #include "kernels/cpu/simd_dot-inl.h"
-#include "kernels/quant_blocks.h"
+#include "quant/quant_blocks.h"
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL  // see hwy_targets.h

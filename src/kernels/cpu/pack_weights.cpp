@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/target_kernels.h"
-#include "kernels/quant_blocks.h"
+#include "quant/quant_blocks.h"
 
 namespace tandem::kernels::cpu {
 namespace {

@@ -37,7 +37,6 @@ struct TargetKernels {
   // kernels/gumbel_noise.h's gumbel_argmax, the key as (seed, position).
   int (*gumbel_argmax)(const float* x, const int* ids, int n, float offset, float scale,
                        uint64_t seed, uint32_t position, int hint) = nullptr;
-  void (*f32_to_f16)(const float* x, uint8_t* out, int64_t n) = nullptr;
 };
 
 // The kernels of `target` (one Highway target bit, or 0 for the best this CPU
@@ -45,8 +44,8 @@ struct TargetKernels {
 // this CPU does not support.
 TargetKernels target_kernels(int64_t target);
 // The best target's kernels, looked up on first use: for the stateless entry
-// points used outside a model's forward pass (the sampler's argmax, the KV
-// cache's F16 conversion, packing at load).
+// points used outside a model's forward pass (the sampler's argmax, packing at
+// load).
 const TargetKernels& best_target_kernels();
 
 // Each kernel file's share of a TargetKernels: its functions' entries at

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
+#include "quant/quants.h"
 
 namespace tandem::kernels::ref {
 namespace {

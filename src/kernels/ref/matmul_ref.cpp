@@ -3,8 +3,8 @@
 // product is summed in index order, so a row's result does not depend on M.
 #include <vector>
 
-#include "kernels/quants.h"
 #include "kernels/ref/ref_kernels.h"
+#include "quant/quants.h"
 
 namespace tandem::kernels::ref {
 

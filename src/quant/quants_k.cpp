@@ -18,8 +18,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/quant_blocks.h"
-#include "kernels/quants.h"
+#include "quant/quant_blocks.h"
+#include "quant/quants.h"
 
 // Each product must be rounded before the subtraction, as in GGML's C reference
 // and numpy: no fusing into FMA (see quants_legacy.cpp).

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/quant_blocks.h"
-#include "kernels/quants.h"
+#include "quant/quant_blocks.h"
+#include "quant/quants.h"
 
 // Dequantization must round each product before the add, as GGML's C reference
 // and numpy do; keep the compiler from fusing a * b + c into one FMA (GCC would

@@ -1,6 +1,8 @@
 // Block formats of the quantized weight types (GGML layouts) and conversions
-// between them and float. These are the scalar reference: simple, exact, used
-// by tests as the oracle and by loaders/writers.
+// between them and float: the quant layer, below the kernels, which the file
+// readers and writers and the KV cache use without the kernels. Scalar and
+// exact (the tests' oracle), but for the F16 row conversion, vectorised with
+// the same bits.
 #pragma once
 #include <cstdint>
 
@@ -18,5 +20,7 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);  // round to nearest even
+// n floats to IEEE halves (2n bytes at out, any alignment), as f32_to_f16 each.
+void f32_to_f16_row(const float* x, void* out, int64_t n);
 
 }  // namespace tandem

@@ -1,15 +1,14 @@
 // f16/bf16 conversions, the plain float types, and the dispatch of
 // dequantize_row/quantize_row to the per-type block code (quants_legacy.cpp for
 // the 32-element blocks, quants_k.cpp for the K-quants).
-#include "kernels/quants.h"
+#include "quant/quants.h"
 
 #include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "core/error.h"
-#include "kernels/cpu/cpu_kernels.h"
-#include "kernels/quant_blocks.h"
+#include "quant/quant_blocks.h"
 
 namespace tandem {
 namespace {
@@ -183,7 +182,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
       std::memcpy(d, src, static_cast<size_t>(n) * sizeof(float));
       return;
     case DType::F16:
-      return kernels::cpu::f32_to_f16_row(src, d, n);  // vectorised, same bits
+      return f32_to_f16_row(src, d, n);  // vectorised, same bits
     case DType::BF16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h = f32_to_bf16(src[i]);

@@ -162,7 +162,7 @@ std::vector<Sequence*> Engine::plan_round(RoundPlan& plan) {
       if (!s->finished() && cache_->length(s->target_slot) >= s->prefill_end())
         decoding.push_back(s.get());
     const RoundBudget budget(*cache_, drafter_ ? drafter_->memory() : nullptr, decoding);
-    plan = runner_->plan(generations(decoding), budget);
+    runner_->plan(generations(decoding), budget, plan);
     // The policy drafts only within the budget; a plain step that does not fit
     // either needs a request's blocks: the most recently admitted gives them up.
     if (budget.fits(plan.positions, plan.k)) return decoding;
@@ -199,12 +199,11 @@ bool Engine::step() {
 
   // Decode first, so running requests keep streaming while long prompts
   // prefill one chunk per step.
-  RoundPlan plan;
-  std::vector<Sequence*> decoding = plan_round(plan);
+  std::vector<Sequence*> decoding = plan_round(plan_);
   if (!decoding.empty()) {
     std::vector<int> before;
     for (Sequence* s : decoding) before.push_back(s->n_generated());
-    runner_->step(generations(decoding), plan);
+    runner_->step(generations(decoding), plan_);
     for (size_t i = 0; i < decoding.size(); ++i) {
       metrics_.tokens_per_round.observe(decoding[i]->n_generated() - before[i]);
       observe_progress(*decoding[i], before[i]);

@@ -103,6 +103,7 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> queue_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::map<int, RequestResult> done_;
+  RoundPlan plan_;  // this step's round (kept: its buffers are reused)
   EngineMetrics metrics_;
 };
 

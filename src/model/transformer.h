@@ -42,6 +42,12 @@ struct ForwardBatch {
     parents.clear();
     kv_positions.clear();
   }
+  // Room for n tokens in every list: a batch reused pass after pass (cleared,
+  // then filled) then allocates nothing up to n.
+  void reserve(int n) {
+    for (auto* v : {&tokens, &positions, &slots, &logit_rows, &parents, &kv_positions})
+      v->reserve(static_cast<size_t>(n));
+  }
   // Append n tokens of one sequence at positions start.., optionally all wanting logits.
   void add_sequence(int slot, const int* ids, int n, int start, bool all_logits, bool last_logits);
   // Append a tree of n tokens of one sequence: parent[j] is the index (within

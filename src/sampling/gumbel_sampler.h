@@ -37,6 +37,12 @@ class GumbelSampler {
   // The probability p(token) of the request's distribution over the row (a
   // draft's confidence in what it proposed).
   float probability(const float* logits, int n_vocab, const SamplingParams& p, int token);
+  // Room for a vocabulary of n_vocab: choices then allocate nothing.
+  void reserve(int n_vocab) {
+    dist_.reserve(n_vocab);
+    ids_.reserve(static_cast<size_t>(n_vocab));
+    kept_.reserve(static_cast<size_t>(n_vocab));
+  }
 
  private:
   SamplingDistribution dist_;  // when a filter decides the kept tokens

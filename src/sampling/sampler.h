@@ -70,6 +70,11 @@ class SamplingDistribution {
   int n_vocab() const { return static_cast<int>(probs_.size()); }
   // A draw by inverse CDF with one uniform number.
   int sample(Rng& rng) const;
+  // Room for a vocabulary of n_vocab: compute() then allocates nothing.
+  void reserve(int n_vocab) {
+    probs_.reserve(static_cast<size_t>(n_vocab));
+    order_.reserve(static_cast<size_t>(n_vocab));
+  }
 
  private:
   void keep_top(const SamplingParams& p);  // top-k and top-p: zero all but the best

@@ -7,12 +7,29 @@
 
 namespace tandem {
 
+CostModel::CostModel() {
+  verify_.reserve(512);
+  draft_.reserve(128);
+}
+
+void CostModel::record(Points& points, int m, double ms) {
+  auto it = std::lower_bound(points.begin(), points.end(), m,
+                             [](const auto& p, int key) { return p.first < key; });
+  if (it == points.end() || it->first != m) it = points.insert(it, {m, RunningCost{}});
+  it->second.add(ms);
+}
+
+bool CostModel::has_verify(int m) const {
+  return std::binary_search(verify_.begin(), verify_.end(), std::pair<int, RunningCost>{m, {}},
+                            [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
 void CostModel::record_verify(int positions, double ms) {
-  if (positions >= 1) verify_[positions].add(ms);
+  if (positions >= 1) record(verify_, positions, ms);
 }
 
 void CostModel::record_draft_step(int batch, double ms) {
-  if (batch >= 1) draft_[batch].add(ms);
+  if (batch >= 1) record(draft_, batch, ms);
 }
 
 void CostModel::record_prefill(int tokens, double ms) {
@@ -43,10 +60,11 @@ double CostModel::verify_ms(int m, Reading reading) const {
   return estimate(verify_, m, reading == Reading::Floored ? prefill_per_token_.ms() : 0);
 }
 
-double CostModel::estimate(const std::map<int, RunningCost>& points, int m, double min_slope) {
+double CostModel::estimate(const Points& points, int m, double min_slope) {
   if (points.empty()) return 1.0;
-  auto hit = points.find(m);
-  if (hit != points.end()) return hit->second.ms();
+  auto hi = std::upper_bound(points.begin(), points.end(), m,
+                             [](int key, const auto& p) { return key < p.first; });
+  if (hi != points.begin() && std::prev(hi)->first == m) return std::prev(hi)->second.ms();
   const auto last = std::prev(points.end());
   if (points.size() == 1) {
     // One measurement: flat in m until more are measured, or at least min_slope.
@@ -55,7 +73,6 @@ double CostModel::estimate(const std::map<int, RunningCost>& points, int m, doub
   // Linear between the neighbouring measurements, or extrapolated from the two
   // nearest ones (never decreasing with m, never below a tenth of the cheapest;
   // beyond the largest, rising at least min_slope per position).
-  auto hi = points.upper_bound(m);
   if (hi == points.end()) --hi;
   if (hi == points.begin()) ++hi;
   auto lo = std::prev(hi);
@@ -78,14 +95,17 @@ double expected_tokens(double alpha, int k) {
   return (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
 }
 
-std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
-                                      const std::vector<int>& k_choices, const CostModel& costs,
-                                      CostModel::Reading reading, double margin) {
+void choose_draft_lengths(std::span<const DraftCandidate> batch, std::span<const int> k_choices,
+                          const CostModel& costs, CostModel::Reading reading, double margin,
+                          std::span<int> out, std::vector<int>& order) {
   const int n = static_cast<int>(batch.size());
-  std::vector<int> order(n);
+  order.resize(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return batch[a].alpha > batch[b].alpha; });
+  // Most promising first; ties in the order given (a stable order, without the
+  // buffer std::stable_sort would allocate).
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return batch[a].alpha > batch[b].alpha || (batch[a].alpha == batch[b].alpha && a < b);
+  });
   int pending = 0;
   for (const auto& c : batch) pending += c.pending;
   // Plain decoding for everyone is the baseline.
@@ -114,8 +134,15 @@ std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
       }
     }
   }
-  std::vector<int> out(n, 0);
+  std::fill(out.begin(), out.end(), 0);
   for (int j = 0; j < best_j; ++j) out[order[j]] = std::min(best_k, batch[order[j]].cap);
+}
+
+std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
+                                      const std::vector<int>& k_choices, const CostModel& costs,
+                                      CostModel::Reading reading, double margin) {
+  std::vector<int> out(batch.size()), order;
+  choose_draft_lengths(batch, k_choices, costs, reading, margin, out, order);
   return out;
 }
 

@@ -8,7 +8,8 @@
 // decoding, so a request whose drafts do not pay (or a batch already big enough
 // to keep the machine busy) simply stops drafting.
 #pragma once
-#include <map>
+#include <span>
+#include <utility>
 #include <vector>
 
 namespace tandem {
@@ -32,6 +33,7 @@ class RunningCost {
 // Measured wall-clock costs of the forward passes, in milliseconds.
 class CostModel {
  public:
+  CostModel();
   // One target forward over `positions` (decode steps and verify passes).
   void record_verify(int positions, double ms);
   // One draft step for `batch` requests (a batched draft-model forward, or a lookup).
@@ -66,13 +68,17 @@ class CostModel {
   double mean_position_ms() const;
   // Distinct position counts measured so far; whether m positions were.
   int verify_points() const { return static_cast<int>(verify_.size()); }
-  bool has_verify(int m) const { return verify_.count(m) != 0; }
+  bool has_verify(int m) const;
   bool has_draft_step() const { return !draft_.empty(); }
 
  private:
-  static double estimate(const std::map<int, RunningCost>& points, int m, double min_slope = 0);
-  std::map<int, RunningCost> verify_;  // the cost per position count
-  std::map<int, RunningCost> draft_;   // a draft step's cost per batch size
+  // Measured points (a count, its cost), sorted by count: flat, with room for
+  // the counts a server meets, so that recording allocates nothing after them.
+  using Points = std::vector<std::pair<int, RunningCost>>;
+  static void record(Points& points, int m, double ms);
+  static double estimate(const Points& points, int m, double min_slope = 0);
+  Points verify_;  // the cost per position count
+  Points draft_;   // a draft step's cost per batch size
   RunningCost prefill_per_token_;
   double draft_prior_ = 0;
 };
@@ -120,5 +126,10 @@ std::vector<int> choose_draft_lengths(const std::vector<DraftCandidate>& batch,
                                       const std::vector<int>& k_choices, const CostModel& costs,
                                       CostModel::Reading reading = CostModel::Reading::Floored,
                                       double margin = 0);
+// The same into `out` (one length per candidate), with `order` as scratch: no
+// allocation once they have grown.
+void choose_draft_lengths(std::span<const DraftCandidate> batch, std::span<const int> k_choices,
+                          const CostModel& costs, CostModel::Reading reading, double margin,
+                          std::span<int> out, std::vector<int>& order);
 
 }  // namespace tandem

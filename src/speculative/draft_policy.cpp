@@ -12,10 +12,21 @@ DraftPolicy::DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTun
       hints_(drafter ? drafter->cost_hints() : nullptr),
       opt_(opt),
       tuning_(tuning),
-      pooled_(tuning.acceptance_fade) {
+      pooled_(tuning.acceptance_fade),
+      stop_(calibration_, costs_, {}, 0, 1, 0) {
   check(opt_.k >= 1, "draft length K must be >= 1, got {}", opt_.k);
   check(opt_.k <= kMaxDraft, "draft length K must be <= {}, got {}", kMaxDraft, opt_.k);
   if (hints_) costs_.set_draft_prior(hints_->relative_cost());
+  if (opt_.adaptive)
+    for (int c = 1; c <= opt_.k; ++c) k_choices_.push_back(c);
+  else
+    k_choices_.push_back(opt_.k);
+  // Scratch for batches of up to this many requests, made now: planning and
+  // trimming allocate nothing round after round (a larger batch grows it once).
+  constexpr size_t kBatch = 64;
+  for (auto* v : {&batch_, &hopeful_}) v->reserve(kBatch);
+  for (auto* v : {&order_, &probe_k_, &keep_, &extra_, &room_}) v->reserve(kBatch);
+  next_alpha_.reserve(kBatch);
 }
 
 DraftPolicy::RequestState& DraftPolicy::state(int id) {
@@ -39,14 +50,10 @@ int DraftPolicy::cap(const RoundRequest& r) const {
   return drafter_ ? std::max(0, std::min(opt_.k, r.room)) : 0;
 }
 
-std::vector<int> DraftPolicy::k_choices() const {
-  std::vector<int> choices;
-  if (opt_.adaptive) {
-    for (int c = 1; c <= opt_.k; ++c) choices.push_back(c);
-  } else {
-    choices.push_back(opt_.k);
-  }
-  return choices;
+void DraftPolicy::choose(std::span<const DraftCandidate> batch, CostModel::Reading reading,
+                         double margin, std::vector<int>& out) {
+  out.resize(batch.size());
+  choose_draft_lengths(batch, k_choices_, costs_, reading, margin, out, order_);
 }
 
 bool DraftPolicy::stops_early() const {
@@ -59,9 +66,9 @@ double DraftPolicy::catch_up_ms(const DraftContext& ctx) const {
   return measured > 0 ? measured : costs_.draft_catch_up_prior_ms(hints_->catch_up_tokens(ctx));
 }
 
-RoundPlan DraftPolicy::plan(std::vector<RoundRequest> round, const KvBudget* budget) {
-  RoundPlan p;
-  p.k = draft_lengths(round);
+void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
+  const std::vector<RoundRequest>& round = p.requests;
+  draft_lengths(round, p.k);
   p.positions.resize(round.size());
   for (size_t i = 0; i < round.size(); ++i)
     p.positions[i] = position_budget(round[i].kv_room, p.k[i]);
@@ -71,25 +78,30 @@ RoundPlan DraftPolicy::plan(std::vector<RoundRequest> round, const KvBudget* bud
     std::fill(p.k.begin(), p.k.end(), 0);
     std::fill(p.positions.begin(), p.positions.end(), 0);
   }
+}
+
+RoundPlan DraftPolicy::plan(std::vector<RoundRequest> round, const KvBudget* budget) {
+  RoundPlan p;
   p.requests = std::move(round);
+  plan(p, budget);
   return p;
 }
 
-std::vector<int> DraftPolicy::draft_lengths(std::span<const RoundRequest> round) {
-  std::vector<int> k(round.size(), 0);
-  if (!drafter_) return k;
-  std::vector<DraftCandidate> batch;
+void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector<int>& k) {
+  k.assign(round.size(), 0);
+  if (!drafter_) return;
+  batch_.clear();
   for (const RoundRequest& r : round) {
     const RequestState& st = state(r.ctx.id);
     double alpha = st.acceptance.alpha();
     if (st.acceptance.judged() < tuning_.min_judged) alpha = std::max(alpha, new_request_alpha());
-    batch.push_back({alpha, r.pending, cap(r), catch_up_ms(r.ctx), r.remaining});
+    batch_.push_back({alpha, r.pending, cap(r), catch_up_ms(r.ctx), r.remaining});
   }
   // Fixed K without opting out; or free proposals, trimmed after the lookup
   // (trim() does that): the caps themselves.
   if ((!opt_.adaptive && !opt_.opt_out) || drafter_->free_proposals()) {
-    for (size_t i = 0; i < round.size(); ++i) k[i] = batch[i].cap;
-    return k;
+    for (size_t i = 0; i < round.size(); ++i) k[i] = batch_[i].cap;
+    return;
   }
   // Costs are learned from the rounds themselves: first a plain round of this
   // batch; then, if drafting may pay, one round in which one request drafts a
@@ -100,27 +112,25 @@ std::vector<int> DraftPolicy::draft_lengths(std::span<const RoundRequest> round)
   // costliest, and a slow prefill, as under a sanitizer, would then rule out
   // drafting where it pays).
   int pending = 0;
-  for (const auto& c : batch) pending += c.pending;
-  if (!costs_.has_verify(pending)) return k;
+  for (const auto& c : batch_) pending += c.pending;
+  if (!costs_.has_verify(pending)) return;
   if (costs_.verify_points() < 2 || !costs_.has_draft_step()) {
-    k = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Hopeful);
+    choose(batch_, CostModel::Reading::Hopeful, 0, k);
     bool first = true;
     for (size_t i = 0; i < round.size(); ++i)
       if (k[i] > 0) {
-        k[i] = first ? std::min(batch[i].cap, tuning_.explore_draft) : 0;
+        k[i] = first ? std::min(batch_[i].cap, tuning_.explore_draft) : 0;
         first = false;
       }
-    return k;
+    return;
   }
-  k = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Floored,
-                           margin(round.size()));
+  choose(batch_, CostModel::Reading::Floored, margin(round.size()), k);
   // Drafting step by step, a request may draft up to its cap: the early stop
   // (draft_stop) ends each draft where it stops paying.
   if (stops_early())
     for (size_t i = 0; i < round.size(); ++i)
-      if (k[i] > 0) k[i] = batch[i].cap;
-  add_probes(round, batch, k);
-  return k;
+      if (k[i] > 0) k[i] = batch_[i].cap;
+  add_probes(round, batch_, k);
 }
 
 void DraftPolicy::add_probes(std::span<const RoundRequest> round,
@@ -143,28 +153,25 @@ void DraftPolicy::add_probes(std::span<const RoundRequest> round,
     most_overdue = overdue;
   }
   if (probe < 0) return;
-  auto hopeful = batch;
-  hopeful[probe].alpha = std::max(hopeful[probe].alpha, tuning_.probe_alpha);
-  if (choose_draft_lengths(hopeful, k_choices(), costs_, CostModel::Reading::Floored,
-                           margin(round.size()))[probe] == 0)
-    return;
+  hopeful_.assign(batch.begin(), batch.end());
+  hopeful_[probe].alpha = std::max(hopeful_[probe].alpha, tuning_.probe_alpha);
+  choose(hopeful_, CostModel::Reading::Floored, margin(round.size()), probe_k_);
+  if (probe_k_[probe] == 0) return;
   state(round[probe].ctx.id).failed_probes++;
   k[probe] = 1;
 }
 
-std::unique_ptr<CostAwareStop> DraftPolicy::draft_stop(const RoundPlan& plan) {
+const CostAwareStop* DraftPolicy::draft_stop(const RoundPlan& plan) {
   if (!stops_early() || recent_ms_ <= 0 || costs_.verify_points() < 2) return nullptr;
-  const std::vector<RoundRequest>& round = plan.requests;
-  const std::vector<int>& k = plan.k;
-  std::vector<double> next_alpha;
+  next_alpha_.clear();
   int positions = 0, drafting = 0;
-  for (size_t i = 0; i < round.size(); ++i) {
-    next_alpha.push_back(state(round[i].ctx.id).acceptance.alpha());
-    positions += round[i].pending;
-    drafting += k[i] > 0;
+  for (size_t i = 0; i < plan.requests.size(); ++i) {
+    next_alpha_.push_back(state(plan.requests[i].ctx.id).acceptance.alpha());
+    positions += plan.requests[i].pending;
+    drafting += plan.k[i] > 0;
   }
-  return std::make_unique<CostAwareStop>(calibration_, costs_, std::move(next_alpha), positions,
-                                         drafting, recent_tokens_ / recent_ms_);
+  stop_.reset(next_alpha_, positions, drafting, recent_tokens_ / recent_ms_);
+  return &stop_;
 }
 
 bool DraftPolicy::explored(int batch) const {
@@ -185,39 +192,40 @@ void DraftPolicy::trim(const RoundPlan& plan, std::vector<Draft>& drafts,
   const bool trim_free = drafter_ && drafter_->free_proposals() &&
                          (opt_.adaptive || opt_.opt_out) && costs_.verify_points() >= 2;
   if (trim_free) {
-    std::vector<DraftCandidate> batch;
+    batch_.clear();
     for (size_t i = 0; i < round.size(); ++i) {
       const Draft& d = drafts[i];
       const double alpha = d.alpha >= 0 ? d.alpha : state(round[i].ctx.id).acceptance.alpha();
-      batch.push_back({alpha, round[i].pending, d.chain_length()});
+      batch_.push_back({alpha, round[i].pending, d.chain_length()});
     }
-    auto keep = choose_draft_lengths(batch, k_choices(), costs_, CostModel::Reading::Floored,
-                                     margin(round.size()));
-    add_probes(round, batch, keep);
+    choose(batch_, CostModel::Reading::Floored, margin(round.size()), keep_);
+    add_probes(round, batch_, keep_);
     for (size_t i = 0; i < round.size(); ++i)
-      drafts[i].prune(keep[i], static_cast<int>(drafts[i].tokens.size()));
+      drafts[i].prune(keep_[i], static_cast<int>(drafts[i].tokens.size()));
   }
   if (stop) stop->trim(drafts);
   // Drafters propose main chains of at most k[i] tokens.
-  const std::vector<int> extra = tree_extras(plan, drafts);
-  for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(drafts[i].chain_length(), extra[i]);
+  tree_extras(plan, drafts);
+  for (size_t i = 0; i < round.size(); ++i) drafts[i].prune(drafts[i].chain_length(), extra_[i]);
 }
 
-std::vector<int> DraftPolicy::tree_extras(const RoundPlan& plan, const std::vector<Draft>& drafts) {
+void DraftPolicy::tree_extras(const RoundPlan& plan, const std::vector<Draft>& drafts) {
   const std::vector<RoundRequest>& round = plan.requests;
   const std::vector<int>& k = plan.k;
-  std::vector<int> extra(round.size(), 0), room(round.size(), 0);
+  extra_.assign(round.size(), 0);
+  room_.assign(round.size(), 0);
   bool any = false;
   for (size_t i = 0; i < round.size(); ++i) {
-    room[i] = std::min(opt_.tree_extra, plan.positions[i] - k[i]);
-    any = any || (drafts[i].is_tree() && room[i] > 0);
+    room_[i] = std::min(opt_.tree_extra, plan.positions[i] - k[i]);
+    any = any || (drafts[i].is_tree() && room_[i] > 0);
   }
-  if (!any) return extra;
+  if (!any) return;
   // Fixed K: exactly the tree asked for.
   const bool judged = opt_.adaptive && costs_.verify_points() >= 2 && recent_tokens_ > 0;
   if (!judged || ++rounds_since_tree_ >= tuning_.tree_probe_every) {
     rounds_since_tree_ = 0;
-    return room;
+    extra_ = room_;
+    return;
   }
   // Each further position is worth its yield in tokens, at the recent rate;
   // the positions are priced one by one on top of the round's chains. The
@@ -234,12 +242,12 @@ std::vector<int> DraftPolicy::tree_extras(const RoundPlan& plan, const std::vect
     return std::max(costs_.verify_ms(m + 1) - costs_.verify_ms(m), costs_.mean_position_ms());
   };
   for (size_t i = 0; i < round.size(); ++i)
-    while (extra[i] < room[i] && position_ms(positions) <= worth_ms) {
-      ++extra[i];
+    while (extra_[i] < room_[i] && position_ms(positions) <= worth_ms) {
+      ++extra_[i];
       ++positions;
     }
-  if (std::any_of(extra.begin(), extra.end(), [](int e) { return e > 0; })) rounds_since_tree_ = 0;
-  return extra;
+  if (std::any_of(extra_.begin(), extra_.end(), [](int e) { return e > 0; }))
+    rounds_since_tree_ = 0;
 }
 
 void DraftPolicy::record_tree(int nodes, int gained) {

@@ -114,10 +114,15 @@ class DraftPolicy {
   // `budget` (the engine's KV room; null: unbounded) cannot hold the drafts,
   // the round drafts nothing. Counts the probes of requests that stopped
   // drafting.
+  // plan.requests are the round's requests; k and positions are written (their
+  // buffers reused: planning round after round allocates nothing).
+  void plan(RoundPlan& plan, const KvBudget* budget = nullptr);
+  // The same for a list of requests, returning the plan (tests).
   RoundPlan plan(std::vector<RoundRequest> round, const KvBudget* budget = nullptr);
   // With -k auto and a drafter that drafts step by step: the rule that stops
   // each request's draft when one more token no longer pays (null: none yet).
-  std::unique_ptr<CostAwareStop> draft_stop(const RoundPlan& plan);
+  // Valid until the next round's.
+  const CostAwareStop* draft_stop(const RoundPlan& plan);
   // After drafting: free proposals are cut to the part worth verifying (probes
   // included), deterministic drafts lose trailing tokens `stop` says cost more
   // to verify than they add, and trees keep their main chain (at most k[i]) and
@@ -157,14 +162,15 @@ class DraftPolicy {
   // The acceptance a request with little evidence of its own is read at least at.
   double new_request_alpha() const;
   int cap(const RoundRequest& r) const;
-  std::vector<int> k_choices() const;
+  // The lengths a plan chooses among: K, or with -k auto 1..K.
+  std::vector<int> k_choices_;
   bool stops_early() const;
   // What drafting must gain over plain decoding in a batch of this many requests.
   double margin(size_t batch) const;
   // The drafter's catch-up cost for a request: measured rate, or the prior.
   double catch_up_ms(const DraftContext& ctx) const;
-  // Draft lengths for this round (the first part of plan()).
-  std::vector<int> draft_lengths(std::span<const RoundRequest> round);
+  // Draft lengths for this round into k (the first part of plan()).
+  void draft_lengths(std::span<const RoundRequest> round, std::vector<int>& k);
   // The positions a request's drafts may take when its main chain has k tokens:
   // k, and with trees up to tree_extra more within `room` (positions it may write).
   int position_budget(int room, int k) const;
@@ -172,6 +178,9 @@ class DraftPolicy {
   // gets a one-token probe now and then (see DraftPolicyTuning::probe_every).
   void add_probes(std::span<const RoundRequest> round, const std::vector<DraftCandidate>& batch,
                   std::vector<int>& k);
+  // choose_draft_lengths into out, with the policy's scratch.
+  void choose(std::span<const DraftCandidate> batch, CostModel::Reading reading, double margin,
+              std::vector<int>& out);
 
   const Drafter* drafter_;
   const DraftCostHints* hints_;
@@ -187,8 +196,13 @@ class DraftPolicy {
   // Nodes beside main chains: verified, and the tokens they added (fading sums).
   double tree_nodes_ = 0, tree_gained_ = 0;
   int rounds_since_tree_ = 0;
-  // How many nodes beside its main chain each request may keep this round.
-  std::vector<int> tree_extras(const RoundPlan& plan, const std::vector<Draft>& drafts);
+  // How many nodes beside its main chain each request may keep this round (into extra_).
+  void tree_extras(const RoundPlan& plan, const std::vector<Draft>& drafts);
+  // Scratch, kept from round to round.
+  std::vector<DraftCandidate> batch_, hopeful_;
+  std::vector<int> order_, probe_k_, keep_, extra_, room_;
+  std::vector<double> next_alpha_;
+  CostAwareStop stop_;
 };
 
 }  // namespace tandem

@@ -35,13 +35,18 @@ void ConfidenceCalibration::record(const Draft& draft, int accepted) {
 CostAwareStop::CostAwareStop(const ConfidenceCalibration& calibration, const CostModel& costs,
                              std::vector<double> next_alpha, int positions, int drafting,
                              double tokens_per_ms)
-    : calibration_(calibration),
-      costs_(costs),
-      next_alpha_(std::move(next_alpha)),
-      positions_(positions),
-      drafting_(std::max(drafting, 1)),
-      tokens_per_ms_(tokens_per_ms) {
-  const double plain_pass_ms = costs.verify_ms(positions);
+    : calibration_(calibration), costs_(costs) {
+  next_alpha_.reserve(64);  // a batch's worth: later rounds' resets allocate nothing
+  reset(next_alpha, positions, drafting, tokens_per_ms);
+}
+
+void CostAwareStop::reset(std::span<const double> next_alpha, int positions, int drafting,
+                          double tokens_per_ms) {
+  next_alpha_.assign(next_alpha.begin(), next_alpha.end());
+  positions_ = positions;
+  drafting_ = std::max(drafting, 1);
+  tokens_per_ms_ = tokens_per_ms;
+  const double plain_pass_ms = costs_.verify_ms(positions);
   if (plain_pass_ms > 0)
     tokens_per_ms_ = std::max(tokens_per_ms_, next_alpha_.size() / plain_pass_ms);
 }
@@ -71,9 +76,10 @@ bool CostAwareStop::keep_drafting(size_t i, const Draft& draft) const {
 void CostAwareStop::trim(std::vector<Draft>& drafts) const {
   for (Draft& d : drafts) {
     size_t n = static_cast<size_t>(d.chain_length());
-    // Only deterministic (greedy) drafts: dropping a sampled token for what it
-    // turned out to be would bias the output, whereas keep_drafting decides on
-    // the next token before it is drawn, which keeps sampling exact.
+    // Only deterministic drafts (no q): dropping a token sampled from q for what
+    // it turned out to be would bias optimal sampling's output, whereas
+    // keep_drafting decides on the next token before it is drawn, which keeps
+    // sampling exact.
     if (d.confidence.size() < n || !d.q.empty()) continue;
     // Token n adds one token exactly when the target accepts all n.
     while (n > 0 && reach(d, n) < extra_position_ms(static_cast<int>(n) - 1) * tokens_per_ms_) --n;

@@ -14,6 +14,7 @@
 // The rule decides per token, so a run of confident tokens is drafted long and a
 // doubtful one cut short: the best fixed K can only pick one length for both.
 #pragma once
+#include <span>
 #include <vector>
 
 #include "speculative/adaptive_k.h"
@@ -57,10 +58,14 @@ class CostAwareStop final : public DraftStop {
   // `positions`) where higher.
   CostAwareStop(const ConfidenceCalibration& calibration, const CostModel& costs,
                 std::vector<double> next_alpha, int positions, int drafting, double tokens_per_ms);
+  // The same rule for another round (the object is reused round after round).
+  void reset(std::span<const double> next_alpha, int positions, int drafting, double tokens_per_ms);
   bool keep_drafting(size_t i, const Draft& draft) const override;
-  // Greedy drafts: drop trailing tokens whose verification costs more than they
-  // are expected to add (their draft step is spent; one more verified position
-  // is not). Sampled drafts are left whole (see the definition).
+  // Deterministic drafts (no q: greedy, or reproducible sampling, whose output
+  // does not depend on the drafts): drop trailing tokens whose verification
+  // costs more than they are expected to add (their draft step is spent; one
+  // more verified position is not). Drafts sampled from q are left whole (see
+  // the definition).
   void trim(std::vector<Draft>& drafts) const;
   // Probability that the target accepts every token of the draft.
   double reach(const Draft& draft, size_t n) const;
@@ -73,8 +78,8 @@ class CostAwareStop final : public DraftStop {
   const ConfidenceCalibration& calibration_;
   const CostModel& costs_;
   std::vector<double> next_alpha_;
-  int positions_, drafting_;
-  double tokens_per_ms_;
+  int positions_ = 0, drafting_ = 1;
+  double tokens_per_ms_ = 0;
 };
 
 }  // namespace tandem

@@ -8,6 +8,7 @@
 // want to know of its costs, and what the scheduler must know of its KV cache,
 // are separate small interfaces (draft_hints.h) that a drafter offers or not.
 #pragma once
+#include <algorithm>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,6 +21,40 @@ namespace tandem {
 class DraftCostHints;
 class DraftMemory;
 class DraftStop;
+
+// The distributions of a draft's tokens (Draft::q): a list whose entries keep
+// their buffers (a vocabulary of probabilities each) when the list is cleared or
+// shortened, so that drafting round after round allocates nothing once grown.
+class DistributionList {
+ public:
+  bool empty() const { return n_ == 0; }
+  size_t size() const { return n_; }
+  SamplingDistribution& operator[](size_t i) { return items_[i]; }
+  const SamplingDistribution& operator[](size_t i) const { return items_[i]; }
+  SamplingDistribution& back() { return items_[n_ - 1]; }
+  const SamplingDistribution& back() const { return items_[n_ - 1]; }
+  // A new last entry, holding whatever its buffer held last (compute() it, or
+  // leave it unread: a tree's later siblings have entries nobody reads).
+  SamplingDistribution& emplace_back() {
+    if (n_ == items_.size()) items_.emplace_back();
+    return items_[n_++];
+  }
+  void shrink_to(size_t n) { n_ = std::min(n_, n); }
+  // Entries for n distributions of n_vocab tokens, ready before they are used.
+  void reserve(size_t n, int n_vocab) {
+    while (items_.size() < n) items_.emplace_back();
+    for (size_t i = 0; i < n; ++i) items_[i].reserve(n_vocab);
+  }
+  void clear() { n_ = 0; }
+  // Entry j moves to i (i <= j): compaction in place, buffers swapped, not freed.
+  void move_entry(size_t j, size_t i) {
+    if (i != j) std::swap(items_[i], items_[j]);
+  }
+
+ private:
+  std::vector<SamplingDistribution> items_;
+  size_t n_ = 0;
+};
 
 struct Draft {
   std::vector<int> tokens;
@@ -34,7 +69,7 @@ struct Draft {
   // is greedy: q is then a point mass on each token. In a tree only a node's
   // first child carries its q; later siblings were drawn from it without
   // replacement (each with the earlier siblings removed) and have an empty entry.
-  std::vector<SamplingDistribution> q;
+  DistributionList q;
   // confidence[i]: the drafter's probability of tokens[i] (a draft model's, after
   // the request's transforms; see speculative/draft_stop.h), for the main chain's
   // tokens. Empty when it has none.
@@ -54,6 +89,10 @@ struct Draft {
   // those within that depth whose parents are kept, at most `extra` of them in
   // index order. A tree left with no node off the main chain becomes a chain.
   void prune(int chain, int extra);
+
+  // Room for a draft of n tokens (a tree's nodes included), and for what
+  // depth() and prune() work with: they then allocate nothing.
+  void reserve(int n);
 
   void clear() {
     tokens.clear();

@@ -1,5 +1,7 @@
 #include "speculative/generation.h"
 
+#include <algorithm>
+
 namespace tandem {
 
 Generation::Generation(int id, std::vector<int> prompt, GenerationParams params)
@@ -9,6 +11,8 @@ Generation::Generation(int id, std::vector<int> prompt, GenerationParams params)
       params_(std::move(params)),
       constraint_(params_.constraint ? params_.constraint->fork() : nullptr),
       rng_(params_.sampling.seed) {
+  // Room for every token it may generate: appending never reallocates.
+  tokens_.reserve(tokens_.size() + static_cast<size_t>(std::max(params_.max_tokens, 0)));
   stats_.n_prompt = n_prompt_;
 }
 

@@ -65,6 +65,12 @@ ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& 
   check(vocab_limit >= 0, "draft vocabulary limit must be >= 0, got {}", vocab_limit);
   cache.n_ctx = n_ctx_;
   cache_ = make_kv_cache(tf_.cache_shape(), cache);
+  // A step's positions, and the logits of a row per request (reserved, not
+  // touched): drafting allocates nothing once its jobs have run.
+  batch_.reserve(tf_.max_tokens());
+  logits_.reserve(static_cast<size_t>(std::max(cache.n_slots, 1)) * tf_.vocab_size());
+  jobs_.reserve(static_cast<size_t>(std::max(cache.n_slots, 1)));
+  gumbel_.reserve(tf_.vocab_size());
   if (vocab_limit > 0 && vocab_limit < draft.config().vocab_size) {
     output_ranges_ = draft_output_ranges(draft, vocab_limit);
     tf_.restrict_output(output_ranges_);
@@ -108,7 +114,9 @@ ModelDrafter::SeqState* ModelDrafter::state_for(int request_id) {
   if (it != states_.end()) return &it->second;
   int slot = cache_->allocate();
   if (slot < 0) return nullptr;
-  return &states_.emplace(request_id, SeqState{slot, {}}).first->second;
+  SeqState& st = states_.emplace(request_id, SeqState{slot, {}}).first->second;
+  st.cached.reserve(static_cast<size_t>(n_ctx_));  // the slot's tokens never reallocate
+  return &st;
 }
 
 float ModelDrafter::softmax_prob(const float* logits, int token) const {
@@ -146,8 +154,7 @@ int ModelDrafter::choose(const DraftContext& req, float* logits, const Job& job,
     if (confident) d.confidence.push_back(gumbel_.probability(logits, V, sp, t));
     return t;
   }
-  d.q.emplace_back();
-  d.q.back().compute(logits, V, sp);
+  d.q.emplace_back().compute(logits, V, sp);
   const int t = d.q.back().sample(*req.rng);
   if (confident) d.confidence.push_back(d.q.back()[t]);
   return t;
@@ -178,17 +185,18 @@ int ModelDrafter::sibling(const DraftContext& req, float* logits, const Draft& d
   }
   const auto& q = d.q.back().probs();
   if (*std::max_element(q.begin(), q.end()) >= kSiblingBelow) return -1;
-  std::vector<float> rest(q);
-  rest[static_cast<size_t>(chosen)] = 0.0f;
-  if (std::none_of(rest.begin(), rest.end(), [](float x) { return x > 0; })) return -1;
-  return sample_weights(rest, *req.rng);
+  sibling_rest_.assign(q.begin(), q.end());
+  sibling_rest_[static_cast<size_t>(chosen)] = 0.0f;
+  if (std::none_of(sibling_rest_.begin(), sibling_rest_.end(), [](float x) { return x > 0; }))
+    return -1;
+  return sample_weights(sibling_rest_, *req.rng);
 }
 
 double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                              std::vector<Draft>& out, const DraftStop* stop) {
   out.resize(reqs.size());
   for (auto& d : out) d.clear();
-  if (!select_jobs(reqs, k)) return -1;
+  if (!select_jobs(reqs, k, out)) return -1;
   StepTimes times;
   int max_k = 0;
   for (const Job& j : jobs()) max_k = std::max(max_k, j.k);
@@ -204,7 +212,8 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
   return times.steady_steps ? times.steady_ms / times.steady_steps : -1;
 }
 
-bool ModelDrafter::select_jobs(std::span<const DraftContext> reqs, std::span<const int> k) {
+bool ModelDrafter::select_jobs(std::span<const DraftContext> reqs, std::span<const int> k,
+                               std::vector<Draft>& out) {
   n_jobs_ = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (k[i] <= 0) continue;
@@ -215,7 +224,10 @@ bool ModelDrafter::select_jobs(std::span<const DraftContext> reqs, std::span<con
     const int room = std::min(k[i], n_ctx_ - len + 1);
     if (room <= 0) continue;
     // Jobs are reused from call to call, with their buffers.
-    if (n_jobs_ == jobs_.size()) jobs_.emplace_back();
+    if (n_jobs_ == jobs_.size()) {
+      jobs_.emplace_back();
+      jobs_.back().siblings.reserve(static_cast<size_t>(siblings_));
+    }
     Job& j = jobs_[n_jobs_++];
     j.i = i;
     j.st = st;
@@ -228,6 +240,11 @@ bool ModelDrafter::select_jobs(std::span<const DraftContext> reqs, std::span<con
       j.context.assign(reqs[i].tokens.begin(), reqs[i].tokens.end());
     j.constraint = reqs[i].constraint ? reqs[i].constraint->fork() : nullptr;
     j.siblings.clear();
+    // Optimal sampling keeps a distribution per drafted token: their buffers
+    // are made once, for the most this request may draft.
+    const SamplingParams& sp = *reqs[i].sampling;
+    if (!sp.greedy() && sp.mode == SamplingMode::Optimal)
+      out[i].q.reserve(static_cast<size_t>(room) + siblings_, tf_.vocab_size());
   }
   return n_jobs_ > 0;
 }

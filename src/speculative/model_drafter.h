@@ -87,7 +87,8 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   // false: nobody); step 0's batch (what each draft cache lacks, ending in the
   // last token); a later step's (each job's previous draft; false: every draft
   // has stopped); the timed forward; one token per job from its logits row.
-  bool select_jobs(std::span<const DraftContext> reqs, std::span<const int> k);
+  bool select_jobs(std::span<const DraftContext> reqs, std::span<const int> k,
+                   std::vector<Draft>& out);
   void feed_catch_up(std::span<const DraftContext> reqs);
   bool feed_last_drafts(const std::vector<Draft>& out, int step);
   void timed_forward(int step, StepTimes& times);
@@ -116,9 +117,10 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   int siblings_;
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;                  // by request id
-  AlignedVector<float> logits_;  // cache-line aligned rows for the LM head's stores
-  GumbelSampler gumbel_;         // reproducible mode's choices
-  std::vector<Job> jobs_;        // propose()'s first n_jobs_ (kept, with their buffers)
+  AlignedVector<float> logits_;      // cache-line aligned rows for the LM head's stores
+  GumbelSampler gumbel_;             // reproducible mode's choices
+  std::vector<float> sibling_rest_;  // optimal mode: q without the chain's token
+  std::vector<Job> jobs_;            // propose()'s first n_jobs_ (kept, with their buffers)
   size_t n_jobs_ = 0;
   std::span<Job> jobs() { return {jobs_.data(), n_jobs_}; }
   ForwardBatch batch_;  // one draft step's

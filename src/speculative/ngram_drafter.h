@@ -28,14 +28,23 @@ class NgramDrafter final : public Drafter {
 
   // The lookup itself, on a plain token list: up to k continuation tokens; *n_out
   // (if given) receives the length of the match (0: none).
+  // lookup() into `out` (its buffer reused).
+  static void lookup_into(std::span<const int> tokens, int k, int max_n, int min_n,
+                          std::vector<int>& out, int* n_out = nullptr);
   static std::vector<int> lookup(std::span<const int> tokens, int k, int max_n, int min_n = 1,
                                  int* n_out = nullptr);
   // Up to `count` distinct continuations (each up to k tokens), most trusted
   // first; the first is lookup()'s. *n_out as for lookup().
   static std::vector<std::vector<int>> continuations(std::span<const int> tokens, int k, int max_n,
                                                      int min_n, int count, int* n_out = nullptr);
+  // The same into the first entries of `out` (grown to `count` entries, their
+  // buffers reused); returns how many were found.
+  static size_t continuations_into(std::span<const int> tokens, int k, int max_n, int min_n,
+                                   int count, std::vector<std::vector<int>>& out,
+                                   int* n_out = nullptr);
   // Merge continuations into a draft tree (a chain when they share one path):
   // the first is the main chain; each other adds the nodes where it departs.
+  static void merge_into(std::span<const std::vector<int>> conts, Draft& d);
   static void merge_into(const std::vector<std::vector<int>>& conts, Draft& d);
   // Cut a proposal at its first token the constraint (in its current state)
   // does not allow: what follows could never be accepted.
@@ -56,6 +65,8 @@ class NgramDrafter final : public Drafter {
   // first round instead of after a ramp of short drafts), from the prior
   // otherwise (so that no request is kept from trying lookups by others' misses).
   std::vector<AcceptanceEstimate> overall_;
+  std::vector<std::vector<int>> conts_;               // propose()'s continuations, reused
+  static constexpr size_t kContinuationReserve = 64;  // tokens each, as long as drafts go
 };
 
 }  // namespace tandem

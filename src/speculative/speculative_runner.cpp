@@ -18,7 +18,23 @@ double ms_since(Clock::time_point t) {
 
 SpeculativeRunner::SpeculativeRunner(Transformer& target, KVCache& cache, Drafter* drafter,
                                      SpecOptions opt)
-    : target_(target), cache_(cache), drafter_(drafter), policy_(drafter, opt) {}
+    : target_(target), cache_(cache), drafter_(drafter), policy_(drafter, opt) {
+  // A pass's positions, reserved for the longest pass (its logits grow to the
+  // longest pass met: resize_scratch).
+  batch_.reserve(target.max_tokens());
+  // A verdict's path and a tree's children: no longer than a draft.
+  const size_t nodes = kMaxDraft + static_cast<size_t>(opt.tree_extra) + 2;
+  verdict_.path.reserve(nodes);
+  verify_scratch_.child_start.reserve(nodes + 2);
+  verify_scratch_.child_list.reserve(nodes);
+  verify_scratch_.candidates.reserve(nodes);
+  // The verifier's distributions and residuals: a vocabulary each.
+  const int V = target.vocab_size();
+  verify_scratch_.p.reserve(V);
+  verify_scratch_.gumbel.reserve(V);
+  verify_scratch_.residual.reserve(static_cast<size_t>(V));
+  verify_scratch_.q_rest.reserve(static_cast<size_t>(V));
+}
 
 VerifyExtras SpeculativeRunner::extras(const Generation& seq) {
   return {seq.constraint(), seq.top_logprobs(), &logprobs_};
@@ -50,15 +66,15 @@ void SpeculativeRunner::prefill(const std::vector<std::pair<Generation*, int>>& 
   // A new request's first token: a verification of an empty draft.
   for (size_t i = 0; i < completed.size(); ++i) {
     Generation& s = *completed[i];
-    const Verdict v = verify_draft(&logits_[i * V], V, Draft{}, s.sampling(), s.tokens(), s.rng(),
-                                   extras(s), &verify_scratch_);
-    s.accept({v.token, false, logprobs_.empty() ? nullptr : &logprobs_[0]});
+    verify_draft(&logits_[i * V], V, no_draft_, s.sampling(), s.tokens(), s.rng(), extras(s),
+                 verify_scratch_, verdict_);
+    s.accept({verdict_.token, false, logprobs_.empty() ? nullptr : &logprobs_[0]});
   }
 }
 
-std::vector<RoundRequest> SpeculativeRunner::describe(const std::vector<Generation*>& seqs) const {
-  std::vector<RoundRequest> round;
-  round.reserve(seqs.size());
+void SpeculativeRunner::describe(const std::vector<Generation*>& seqs,
+                                 std::vector<RoundRequest>& round) const {
+  round.clear();
   for (Generation* s : seqs) {
     const int len = static_cast<int>(s->tokens().size());
     // A round emits up to K + 1 tokens and writes K + 1 cache positions.
@@ -68,11 +84,12 @@ std::vector<RoundRequest> SpeculativeRunner::describe(const std::vector<Generati
                      s->speculate() ? std::max(room, 0) : 0, s->remaining(),
                      s->speculate() ? std::max(kv_room, 0) : 0});
   }
-  return round;
 }
 
-RoundPlan SpeculativeRunner::plan(const std::vector<Generation*>& seqs, const KvBudget& budget) {
-  return policy_.plan(describe(seqs), &budget);
+void SpeculativeRunner::plan(const std::vector<Generation*>& seqs, const KvBudget& budget,
+                             RoundPlan& out) {
+  describe(seqs, out.requests);
+  policy_.plan(out, &budget);
 }
 
 void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const RoundPlan& plan) {
@@ -80,13 +97,13 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const RoundPl
   const auto t0 = Clock::now();
   const double step_ms = draft(plan);
   const double draft_ms = ms_since(t0);
-  const double verify_ms = verify(seqs);
+  const double verify_ms = verify(seqs, plan);
   const int V = target_.vocab_size();
   int emitted = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Generation& s = *seqs[i];
     const int before = s.n_generated();
-    const Verdict v = accept(s, drafts_[i], &logits_[size_t(first_row_[i]) * V]);
+    const Verdict& v = accept(s, drafts_[i], &logits_[size_t(first_row_[i]) * V]);
     const Draft& d = drafts_[i];
     const int drafted = d.depth();
     // The accepted drafts come first: those the output took (all of them
@@ -106,17 +123,20 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const RoundPl
 
 double SpeculativeRunner::draft(const RoundPlan& plan) {
   drafts_.resize(plan.requests.size());
-  for (auto& d : drafts_) d.clear();
+  for (auto& d : drafts_) {
+    d.clear();
+    d.reserve(kMaxDraft + policy_.options().tree_extra);
+  }
   if (!plan.drafts()) return -1;
-  const auto stop = policy_.draft_stop(plan);
+  const CostAwareStop* stop = policy_.draft_stop(plan);
   contexts_.clear();
   for (const RoundRequest& r : plan.requests) contexts_.push_back(r.ctx);
-  const double step_ms = drafter_->propose(contexts_, plan.k, drafts_, stop.get());
-  policy_.trim(plan, drafts_, stop.get());
+  const double step_ms = drafter_->propose(contexts_, plan.k, drafts_, stop);
+  policy_.trim(plan, drafts_, stop);
   return step_ms;
 }
 
-double SpeculativeRunner::verify(const std::vector<Generation*>& seqs) {
+double SpeculativeRunner::verify(const std::vector<Generation*>& seqs, const RoundPlan& plan) {
   batch_.clear();
   first_row_.resize(seqs.size());
   int rows = 0;
@@ -136,7 +156,14 @@ double SpeculativeRunner::verify(const std::vector<Generation*>& seqs) {
     first_row_[i] = rows;
     rows += 1 + n;
   }
-  resize_scratch(logits_, static_cast<size_t>(rows) * target_.vocab_size());
+  // Room for the most rows the plan allows, so that the buffer grows when plans
+  // do rather than with every longer draft.
+  size_t bound = 0;
+  for (size_t i = 0; i < plan.requests.size(); ++i)
+    bound += static_cast<size_t>(plan.requests[i].pending + plan.positions[i]);
+  const size_t V = static_cast<size_t>(target_.vocab_size());
+  if (logits_.capacity() < bound * V) resize_scratch(logits_, bound * V);
+  resize_scratch(logits_, static_cast<size_t>(rows) * V);
   // Timed alone, without the buffer growth: its cost per position count is what
   // the policy weighs drafts against.
   const auto t0 = Clock::now();
@@ -144,10 +171,11 @@ double SpeculativeRunner::verify(const std::vector<Generation*>& seqs) {
   return ms_since(t0);
 }
 
-Verdict SpeculativeRunner::accept(Generation& s, const Draft& d, float* logits) {
+const Verdict& SpeculativeRunner::accept(Generation& s, const Draft& d, float* logits) {
   const int base = static_cast<int>(s.tokens().size());  // the cache holds all of these now
-  const Verdict v = verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng(),
-                                 extras(s), &verify_scratch_);
+  verify_draft(logits, target_.vocab_size(), d, s.sampling(), s.tokens(), s.rng(), extras(s),
+               verify_scratch_, verdict_);
+  const Verdict& v = verdict_;
   // The policy and the drafter learn from the main chain: what its acceptance
   // estimates and confidences are about.
   int on_chain = v.n_accepted;

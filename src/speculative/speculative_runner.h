@@ -42,8 +42,8 @@ class SpeculativeRunner {
   // is then complete gets its first token sampled.
   void prefill(const std::vector<std::pair<Generation*, int>>& chunks);
   // This round's plan for `seqs` (each fully prefilled), from the policy,
-  // within `budget` (the engine's KV room).
-  RoundPlan plan(const std::vector<Generation*>& seqs, const KvBudget& budget);
+  // within `budget` (the engine's KV room), into `out` (its buffers reused).
+  void plan(const std::vector<Generation*>& seqs, const KvBudget& budget, RoundPlan& out);
   // One decode round for every request, as planned (seqs as given to plan()).
   void step(const std::vector<Generation*>& seqs, const RoundPlan& plan);
   // The request gave up its target slot (preempted, or finished): free what the
@@ -56,8 +56,8 @@ class SpeculativeRunner {
   Drafter* drafter() const { return drafter_; }
 
  private:
-  // What the policy is told of each request this round.
-  std::vector<RoundRequest> describe(const std::vector<Generation*>& seqs) const;
+  // What the policy is told of each request this round, into `round`.
+  void describe(const std::vector<Generation*>& seqs, std::vector<RoundRequest>& round) const;
   // Step 1: drafts_ for every request; returns the steady draft step's
   // milliseconds (negative: none measured).
   double draft(const RoundPlan& plan);
@@ -65,9 +65,9 @@ class SpeculativeRunner {
   void roll_back(const Generation& seq, const Draft& draft, const Verdict& v, int base);
   // Step 3: one target forward over pending tokens and drafts; returns its
   // milliseconds. first_row_[i]: the logits row of request i's first position.
-  double verify(const std::vector<Generation*>& seqs);
+  double verify(const std::vector<Generation*>& seqs, const RoundPlan& plan);
   // Steps 3-4 for one request (its logits rows are modified: repetition penalty).
-  Verdict accept(Generation& seq, const Draft& draft, float* logits);
+  const Verdict& accept(Generation& seq, const Draft& draft, float* logits);
   // What verifying for seq applies (its constraint) and reports (log-probabilities
   // into logprobs_).
   VerifyExtras extras(const Generation& seq);
@@ -81,6 +81,8 @@ class SpeculativeRunner {
   std::vector<DraftContext> contexts_;   // the drafter's view of the round's requests
   std::vector<TokenLogprobs> logprobs_;  // of the request being accepted
   VerifyScratch verify_scratch_;
+  Verdict verdict_;  // the last verification's (accept() returns it)
+  Draft no_draft_;   // what a new request's first token is verified against
   std::vector<int> first_row_;
   ForwardBatch batch_;
 };

@@ -100,29 +100,47 @@ struct Rows {
   }
 };
 
-// The children of each node of a tree; index 0 lists the root's (node j is 1 + j).
-std::vector<std::vector<int>> children_of(const Draft& d) {
-  const int n = static_cast<int>(d.tokens.size());
-  check(static_cast<int>(d.parent.size()) == n, "draft tree: {} parents for {} tokens",
-        d.parent.size(), n);
-  std::vector<std::vector<int>> children(n + 1);
-  for (int j = 0; j < n; ++j) {
-    check(d.parent[j] >= -1 && d.parent[j] < j, "draft tree: node {} has parent {}", j,
-          d.parent[j]);
-    children[d.parent[j] + 1].push_back(j);
+// The children of each node of a tree, in index order, as lists in the
+// scratch: node j's (j = -1: the root's) are child_list[child_start[j + 1] ..
+// child_start[j + 2]).
+class Children {
+ public:
+  Children(const Draft& d, VerifyScratch& scratch)
+      : start_(scratch.child_start), list_(scratch.child_list) {
+    const int n = static_cast<int>(d.tokens.size());
+    check(static_cast<int>(d.parent.size()) == n, "draft tree: {} parents for {} tokens",
+          d.parent.size(), n);
+    start_.assign(static_cast<size_t>(n) + 2, 0);
+    for (int j = 0; j < n; ++j) {
+      check(d.parent[j] >= -1 && d.parent[j] < j, "draft tree: node {} has parent {}", j,
+            d.parent[j]);
+      ++start_[d.parent[j] + 2];
+    }
+    for (int i = 1; i < n + 2; ++i) start_[i] += start_[i - 1];
+    list_.resize(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) list_[start_[d.parent[j] + 1]++] = j;
+    // Each start moved to the end of its list: shift back by one list.
+    for (int i = n + 1; i > 0; --i) start_[i] = start_[i - 1];
+    start_[0] = 0;
   }
-  return children;
-}
+  std::span<const int> of(int node) const {
+    return {list_.data() + start_[node + 1],
+            static_cast<size_t>(start_[node + 2] - start_[node + 1])};
+  }
 
-Verdict verify_tree(float* logits, const Draft& d, Rows& rows, Rng& rng) {
-  const auto children = children_of(d);
+ private:
+  std::vector<int>& start_;
+  std::vector<int>& list_;
+};
+
+void verify_tree(float* logits, const Draft& d, Rows& rows, Rng& rng, Verdict& v) {
+  const Children children(d, rows.scratch);
   const int n_vocab = rows.n_vocab;
-  Verdict v;
   int node = -1;  // the node reached: -1 the root
   for (;;) {
     float* row = logits + static_cast<size_t>(node + 1) * n_vocab;
     rows.path.prepare(row);
-    const std::vector<int>& kids = children[node + 1];
+    const std::span<const int> kids = children.of(node);
     int next = -1, token = -1;
     if (deterministic(rows.params)) {
       token = rows.own_token(row, rows.base + static_cast<int64_t>(v.path.size()));
@@ -148,7 +166,7 @@ Verdict verify_tree(float* logits, const Draft& d, Rows& rows, Rng& rng) {
     if (next < 0) {
       v.n_accepted = static_cast<int>(v.path.size());
       v.token = token;
-      return v;
+      return;
     }
     v.path.push_back(next);
     rows.path.advance(token);
@@ -210,39 +228,48 @@ int accept_among(const SamplingDistribution& p, const SamplingDistribution* q1,
   return -1;
 }
 
-Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
-                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras,
-                     VerifyScratch* scratch) {
-  VerifyScratch local;
+void verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
+                  const std::vector<int>& context, Rng& rng, const VerifyExtras& extras,
+                  VerifyScratch& scratch, Verdict& v) {
+  v.path.clear();
   PathState path(n_vocab, params, context, extras);
-  Rows rows{n_vocab, params, path, scratch ? *scratch : local,
-            static_cast<int64_t>(context.size())};
-  if (draft.is_tree()) return verify_tree(logits, draft, rows, rng);
+  Rows rows{n_vocab, params, path, scratch, static_cast<int64_t>(context.size())};
+  if (draft.is_tree()) return verify_tree(logits, draft, rows, rng, v);
   const int k = static_cast<int>(draft.tokens.size());
-  SamplingDistribution& p = rows.scratch.p;
+  SamplingDistribution& p = scratch.p;
+  auto verdict = [&](int accepted, int token) {
+    v.n_accepted = accepted;
+    v.token = token;
+  };
   for (int i = 0; i <= k; ++i) {
     float* row = logits + static_cast<size_t>(i) * n_vocab;
     path.prepare(row);
     if (deterministic(params)) {
       const int own = rows.own_token(row, rows.base + i);
-      if (i == k || own != draft.tokens[i]) return {i, own, {}};
+      if (i == k || own != draft.tokens[i]) return verdict(i, own);
     } else {
       p.compute(row, n_vocab, params);
       if (i == k) {
         const int t = p.sample(rng);
         path.report(row, t, &p);
-        return {k, t, {}};
+        return verdict(k, t);
       }
       const SamplingDistribution* q = draft.q.empty() ? nullptr : &draft.q[i];
       int correction = -1;
-      const bool accepted =
-          accept_or_resample(p, q, draft.tokens[i], rng, &correction, &rows.scratch);
+      const bool accepted = accept_or_resample(p, q, draft.tokens[i], rng, &correction, &scratch);
       path.report(row, accepted ? draft.tokens[i] : correction, &p);
-      if (!accepted) return {i, correction, {}};
+      if (!accepted) return verdict(i, correction);
     }
     path.advance(draft.tokens[i]);
   }
-  return {k, -1, {}};  // unreachable: the loop returns at i == k
+}
+
+Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
+                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras) {
+  VerifyScratch scratch;
+  Verdict v;
+  verify_draft(logits, n_vocab, draft, params, context, rng, extras, scratch, v);
+  return v;
 }
 
 }  // namespace tandem

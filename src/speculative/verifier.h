@@ -31,6 +31,7 @@
 // A constraint (sampling/constraint.h) masks every row with the state reached by
 // the tokens before it, so p is the constrained distribution at each position.
 #pragma once
+#include <span>
 #include <vector>
 
 #include "sampling/constraint.h"
@@ -64,6 +65,7 @@ struct VerifyScratch {
   GumbelSampler gumbel;
   std::vector<float> residual, q_rest;
   std::vector<int> candidates;
+  std::vector<int> child_start, child_list;  // a tree's children, node by node
 };
 
 // logits: draft.tokens.size() + 1 rows of n_vocab target logits; row i predicts
@@ -73,9 +75,14 @@ struct VerifyScratch {
 // row i also sees drafts 0..i-1, and row i chooses the token at position
 // context.size() + i (a tree's row, at its depth). An empty draft samples one
 // token (the first after a prefill). `rng` serves optimal mode's draws only.
+// The verdict goes into `out`, scratch is reused: no allocation once they have
+// grown.
+void verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
+                  const std::vector<int>& context, Rng& rng, const VerifyExtras& extras,
+                  VerifyScratch& scratch, Verdict& out);
+// The same with scratch of its own (tests).
 Verdict verify_draft(float* logits, int n_vocab, const Draft& draft, const SamplingParams& params,
-                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras = {},
-                     VerifyScratch* scratch = nullptr);
+                     const std::vector<int>& context, Rng& rng, const VerifyExtras& extras = {});
 
 // Recursive rejection sampling among the candidate tokens `children` (distinct)
 // drawn from q1 in order without replacement (q1 null: fixed candidates, point

@@ -59,7 +59,7 @@ class Simulation {
     std::vector<Draft> drafts(k.size());
     for (size_t i = 0; i < k.size(); ++i) drafts[i].tokens.assign(k[i], 7);
     const auto stop = policy_.draft_stop(plan);
-    policy_.trim(plan, drafts, stop.get());
+    policy_.trim(plan, drafts, stop);
     int positions = 0, emitted = 0, drafting = 0, longest = 0;
     for (size_t i = 0; i < k.size(); ++i) {
       const int n = static_cast<int>(drafts[i].tokens.size());

@@ -342,7 +342,8 @@ TEST(DraftStop, TrimsOnlyGreedyDrafts) {
     d.tokens = {4, 5, 6};
     d.confidence = {0.97f, 0.97f, 0.12f};  // the third: reach 0.11 for 0.5 token's cost
   }
-  drafts[1].q.resize(3);  // sampled: dropping a token for its value would bias the output
+  for (int i = 0; i < 3; ++i)
+    drafts[1].q.emplace_back();  // sampled: dropping a token for its value would bias the output
   stop.trim(drafts);
   EXPECT_EQ(drafts[0].tokens, (std::vector<int>{4, 5}));
   EXPECT_EQ(drafts[0].confidence.size(), 2u);

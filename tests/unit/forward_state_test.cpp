@@ -1,42 +1,19 @@
 // Forward passes allocate nothing: every buffer of the transformer and of its
 // kernels is sized when the transformer is made. Counted by replacing the global
-// allocation functions of this test program; the count covers every thread.
+// allocation functions of this test program (support/alloc/counting_allocator.h);
+// the count covers every thread.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "cache/contiguous_kv_cache.h"
 #include "model/model.h"
 #include "model/transformer.h"
+#include "support/alloc/counting_allocator.h"
 #include "support/paths.h"
 #include "support/synthetic_model.h"
 #include "support/test_util.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-
-void* counted_alloc(size_t size, size_t align) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (size == 0) size = 1;
-  void* p = align <= alignof(std::max_align_t)
-                ? std::malloc(size)
-                : std::aligned_alloc(align, (size + align - 1) / align * align);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(size_t size) { return counted_alloc(size, alignof(std::max_align_t)); }
-void* operator new(size_t size, std::align_val_t align) {
-  return counted_alloc(size, static_cast<size_t>(align));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 
 using namespace tandem;
 
@@ -65,10 +42,10 @@ void expect_no_allocation(const Model& m) {
   for (bool restricted : {false, true}) {
     if (restricted) tf.restrict_output({{0, 64}, {V - 16, V}});
     cache.truncate_to(slot, 0);
-    const long before = g_allocations.load();
+    const long before = test::allocations();
     for (const ForwardBatch* b : {&prefill, &decode, &verify, &longer})
       tf.forward(*b, cache, logits.data());
-    EXPECT_EQ(g_allocations.load() - before, 0)
+    EXPECT_EQ(test::allocations() - before, 0)
         << "allocations in forward passes" << (restricted ? " with output ranges" : "");
     EXPECT_EQ(cache.length(slot), 33);
   }
@@ -77,9 +54,9 @@ void expect_no_allocation(const Model& m) {
 }  // namespace
 
 TEST(ForwardState, CountingSeesAllocations) {
-  const long before = g_allocations.load();
+  const long before = test::allocations();
   std::vector<int> v(100);
-  EXPECT_GT(g_allocations.load() - before, 0);
+  EXPECT_GT(test::allocations() - before, 0);
 }
 
 TEST(ForwardState, ForwardPassesAllocateNothing) {

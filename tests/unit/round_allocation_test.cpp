@@ -2,17 +2,14 @@
 // (to a request's longest draft so far):
 // planning, drafting (n-gram lookups and a draft model), the verify pass, the
 // sampler and verifier (greedy, reproducible and optimal sampling), accepting and
-// rolling back. Counted, as in forward_state_test, by replacing the global
-// allocation functions of this test program (every thread). With
+// rolling back. Counted by replacing the global allocation functions of this
+// test program (support/alloc/counting_allocator.h: every thread; with
 // TANDEM_ALLOC_TRACE=1 the first allocations inside a counted window print
-// their call stacks.
-#include <execinfo.h>
+// their call stacks).
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <vector>
 
 #include "cache/kv_cache_factory.h"
@@ -20,49 +17,11 @@
 #include "model/transformer.h"
 #include "speculative/drafter_factory.h"
 #include "speculative/speculative_runner.h"
+#include "support/alloc/counting_allocator.h"
 #include "support/paths.h"
 #include "support/spec_harness.h"
 #include "support/synthetic_model.h"
 #include "support/test_util.h"
-
-namespace {
-std::atomic<long> g_allocations{0};
-std::atomic<bool> g_counting{false};
-thread_local bool t_in_trace = false;
-int g_traced = 0;
-
-void trace_allocation() {
-  if (t_in_trace || !g_counting.load() || g_traced >= 5 || !std::getenv("TANDEM_ALLOC_TRACE"))
-    return;
-  t_in_trace = true;
-  ++g_traced;
-  void* frames[24];
-  const int n = backtrace(frames, 24);
-  std::fprintf(stderr, "--- allocation %d in a counted window:\n", g_traced);
-  backtrace_symbols_fd(frames, n, 2);
-  t_in_trace = false;
-}
-
-void* counted_alloc(size_t size, size_t align) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  trace_allocation();
-  if (size == 0) size = 1;
-  void* p = align <= alignof(std::max_align_t)
-                ? std::malloc(size)
-                : std::aligned_alloc(align, (size + align - 1) / align * align);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(size_t size) { return counted_alloc(size, alignof(std::max_align_t)); }
-void* operator new(size_t size, std::align_val_t align) {
-  return counted_alloc(size, static_cast<size_t>(align));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
 
 using namespace tandem;
 using namespace tandem::test;
@@ -147,11 +106,11 @@ long allocations_in_rounds(const Models& m, const RoundSetup& s, SpecOptions so,
   auto counted_round = [&](long* allocated) {
     std::vector<int> before(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i) before[i] = seqs[i]->stats().drafted;
-    const long start = g_allocations.load();
-    g_counting = true;
+    const long start = allocations();
+    trace_allocations(true);
     round();
-    g_counting = false;
-    *allocated = g_allocations.load() - start;
+    trace_allocations(false);
+    *allocated = allocations() - start;
     return !grows(before);
   };
   int quiet = 0;
@@ -170,9 +129,9 @@ long allocations_in_rounds(const Models& m, const RoundSetup& s, SpecOptions so,
 }  // namespace
 
 TEST(RoundAllocation, CountingSeesAllocations) {
-  const long before = g_allocations.load();
+  const long before = allocations();
   std::vector<int> v(100);
-  EXPECT_GT(g_allocations.load() - before, 0);
+  EXPECT_GT(allocations() - before, 0);
 }
 
 TEST(RoundAllocation, ASpeculativeRoundAllocatesNothing) {

@@ -12,7 +12,7 @@ APT_PACKAGES=(
   g++ cmake make pkg-config python3 python3-venv
   nlohmann-json3-dev libcli11-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev
   libhwy-dev libpcre2-dev libcpp-httplib-dev
-  chromium chromium-driver json-schema-test-suite clang-format
+  chromium chromium-driver json-schema-test-suite clang-format haproxy
 )
 # `scripts/setup.sh --fuzz` (make fuzz): clang and its libFuzzer runtime too.
 if [ "${1:-}" = "--fuzz" ]; then

@@ -263,9 +263,9 @@ PrefixResult run_prefix(const Model& target, ThreadPool& pool, const Opts& o) {
     (cache_on ? out.prefill_ms_on : out.prefill_ms_off) = prefill / n;
     (cache_on ? out.ttft_ms_on : out.ttft_ms_off) = ttft / n;
     if (cache_on) {
-      const auto st = engine.metrics().kv;
+      const auto& m = engine.metrics();
       out.hit_rate =
-          st.prefix_lookup_tokens ? double(st.prefix_hit_tokens) / st.prefix_lookup_tokens : 0;
+          m.prefix_queried_tokens ? double(m.prefix_hit_tokens) / m.prefix_queried_tokens : 0;
     }
   }
   return out;

@@ -49,6 +49,7 @@ struct ServeOpts {
   bool public_metrics = false;
   int max_prompt_tokens = 0;
   SamplingMode sampling_mode = SamplingMode::Reproducible;
+  std::string metrics_compat;  // "": tandem's names only; "vllm": vLLM's beside them
   server::ConnectionTimeouts timeouts;
 };
 
@@ -89,6 +90,36 @@ void run_serve(const ServeOpts& o) {
   const server::AccessOptions access{o.api_key, o.public_metrics};
   (void)server::AccessControl(access);  // checks the key before the model loads
   server::check_listen_policy(o.host, !o.api_key.empty(), o.insecure);
+  check(o.metrics_compat.empty() || o.metrics_compat == "vllm",
+        "--metrics-compat: unknown naming '{}' (expected vllm)", o.metrics_compat);
+
+  // Listen first: while the model loads, /health answers 503 "starting" (a load
+  // balancer or Kubernetes then waits) and the API 503 "model_loading".
+  server::ServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.model_name = o.model_name.empty() ? default_model_name(o.model) : o.model_name;
+  so.max_body_bytes = o.max_body;
+  so.drain_timeout_s = o.drain_timeout;
+  so.log_requests = !o.quiet;
+  // One HTTP thread per waiting or running request, plus some for /metrics and
+  // /health, so that a full queue is answered with 429 at once.
+  so.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + o.max_batch + 16;
+  so.access = access;
+  so.timeouts = o.timeouts;
+  so.metrics.vllm = o.metrics_compat == "vllm";
+  server::HttpServer http(so);
+  const int port = http.bind();
+  server::SignalWatcher signals([&http](int signo, int count) {
+    const bool force = count >= 2;
+    fmt::print(stderr, "server: {} received: {}\n", signo == SIGINT ? "SIGINT" : "SIGTERM",
+               force ? "cancelling in-flight requests"
+                     : "finishing in-flight requests (signal again to cancel them)");
+    http.request_stop(force);
+  });
+  http.start();
+  fmt::print("tandem serve: starting on http://{}:{} (loading {})\n", o.host, port, o.model);
+  std::fflush(stdout);
 
   auto model = load_model(o.model);
   ThreadPool pool(o.threads);
@@ -116,26 +147,14 @@ void run_serve(const ServeOpts& o) {
   auto engine = std::make_unique<Engine>(*model, pool, eo, std::move(spec.drafter));
   const EngineMetrics m0 = engine->metrics();
 
-  server::ServerOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.model_name = o.model_name.empty() ? default_model_name(o.model) : o.model_name;
-  so.max_body_bytes = o.max_body;
-  so.drain_timeout_s = o.drain_timeout;
-  so.log_requests = !o.quiet;
-  // One HTTP thread per waiting or running request, plus some for /metrics and
-  // /health, so that a full queue is answered with 429 at once.
-  so.http_threads = o.http_threads > 0 ? o.http_threads : o.max_queue + o.max_batch + 16;
-  so.limits.n_ctx = engine->n_ctx();
-  so.limits.kv_positions = m0.kv.blocks_total * m0.kv.block_size;
-  so.limits.max_prompt_tokens = o.max_prompt_tokens;
-  so.defaults.sampling_mode = o.sampling_mode;
-  so.access = access;
-  so.timeouts = o.timeouts;
+  server::Serving serving;
+  serving.limits.n_ctx = engine->n_ctx();
+  serving.limits.kv_positions = m0.kv.blocks_total * m0.kv.block_size;
+  serving.limits.max_prompt_tokens = o.max_prompt_tokens;
+  serving.defaults.sampling_mode = o.sampling_mode;
 
   AsyncEngine async(std::move(engine), o.max_queue);
-  server::HttpServer http(async, *model, so);
-  const int port = http.bind();
+  http.attach(async, *model, serving);
   const auto& b = http.builder();
 
   fmt::print(
@@ -143,9 +162,9 @@ void run_serve(const ServeOpts& o) {
       "model {} as '{}' ({} threads), context {}, max batch {}, queue {}, KV cache {} "
       "positions in blocks of {} ({} MB target{}), prefix cache {}, chat template {}, "
       "draft {}, sampling mode {}\n",
-      model->path(), so.model_name, pool.size(), so.limits.n_ctx, o.max_batch, o.max_queue,
-      so.limits.kv_positions, m0.kv.block_size,
-      so.limits.kv_positions * kv_bytes_per_position(*model, kv_type) / 1000000,
+      model->path(), so.model_name, pool.size(), serving.limits.n_ctx, o.max_batch, o.max_queue,
+      serving.limits.kv_positions, m0.kv.block_size,
+      serving.limits.kv_positions * kv_bytes_per_position(*model, kv_type) / 1000000,
       m0.draft_kv.blocks_total ? fmt::format(", draft {} blocks", m0.draft_kv.blocks_total)
                                : std::string(),
       eo.prefix_cache ? "on" : "off", b.chat_family(),
@@ -160,13 +179,6 @@ void run_serve(const ServeOpts& o) {
     fmt::print(stderr, "warning: /v1/chat/completions will answer 400: {}\n",
                b.chat_unavailable_reason());
 
-  server::SignalWatcher signals([&http](int signo, int count) {
-    const bool force = count >= 2;
-    fmt::print(stderr, "server: {} received: {}\n", signo == SIGINT ? "SIGINT" : "SIGTERM",
-               force ? "cancelling in-flight requests"
-                     : "finishing in-flight requests (signal again to cancel them)");
-    http.request_stop(force);
-  });
   fmt::print("tandem serve: listening on http://{}:{}\n", o.host, port);
   std::fflush(stdout);
   http.serve();
@@ -220,6 +232,11 @@ void add_serve_command(CLI::App& app) {
                 "Allow listening on a non-loopback address without an API key");
   cmd->add_flag("--public-metrics", o.public_metrics, "Serve /metrics without the API key");
   add_sampling_mode_option(cmd, o.sampling_mode);
+  cmd->add_option("--metrics-compat", o.metrics_compat,
+                  "Also name the load-balancing metrics as this server does on /metrics: vllm "
+                  "(vllm:num_requests_waiting, vllm:kv_cache_usage_perc, ...), which the Gateway "
+                  "API Inference Extension's endpoint picker reads")
+      ->check(CLI::IsMember({"vllm"}));
   cmd->add_option("--max-prompt-tokens", o.max_prompt_tokens,
                   "Longest prompt accepted, in tokens (default: what fits the context)");
   cmd->add_option("--idle-timeout", o.timeouts.idle_s,

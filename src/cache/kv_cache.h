@@ -62,8 +62,6 @@ class KVCache {
   struct Stats {
     int64_t blocks_total = 0, blocks_used = 0;  // used: referenced by some slot
     int64_t blocks_cached = 0;                  // unreferenced but kept for prefix reuse
-    int64_t prefix_lookup_tokens = 0;           // prompt tokens looked up in the prefix cache
-    int64_t prefix_hit_tokens = 0;              // of which found
     int block_size = 0;
   };
   virtual Stats stats() const = 0;

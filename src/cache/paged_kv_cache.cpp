@@ -231,7 +231,6 @@ int PagedKVCache::attach_prefix(int slot, const std::vector<int>& tokens) {
         "paged KV cache: attach_prefix: slot {} is not empty (length {}, {} blocks)", slot,
         s.length, s.blocks.size());
   const int n_tokens = static_cast<int>(tokens.size());
-  prefix_lookup_tokens_ += n_tokens;
   // Never the block holding the last token: its logits must be computed.
   const int max_blocks = n_tokens > 0 ? (n_tokens - 1) / block_size_ : 0;
   uint64_t hash = PrefixIndex::kRootHash;
@@ -247,7 +246,6 @@ int PagedKVCache::attach_prefix(int slot, const std::vector<int>& tokens) {
   }
   s.shared_blocks = static_cast<int>(s.blocks.size());
   s.length = s.shared_blocks * block_size_;
-  prefix_hit_tokens_ += s.length;
   return s.length;
 }
 
@@ -294,8 +292,6 @@ KVCache::Stats PagedKVCache::stats() const {
   st.blocks_total = pool_.n_blocks();
   st.blocks_cached = pool_.n_cached();
   st.blocks_used = st.blocks_total - pool_.n_free() - pool_.n_cached();
-  st.prefix_lookup_tokens = prefix_lookup_tokens_;
-  st.prefix_hit_tokens = prefix_hit_tokens_;
   return st;
 }
 

@@ -82,7 +82,6 @@ class PagedKVCache final : public KVCache {
   PrefixIndex index_;
   std::vector<Slot> slots_;
   std::vector<int> free_slots_;  // stack; the lowest ids are handed out first
-  int64_t prefix_lookup_tokens_ = 0, prefix_hit_tokens_ = 0;
 };
 
 }  // namespace tandem

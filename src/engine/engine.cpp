@@ -73,15 +73,21 @@ void Engine::admit() {
     Sequence& s = *queue_.front();
     const int slot = cache_->allocate();
     if (slot < 0) break;
+    int cached = 0;
     if (opt_.prefix_cache) {
       std::vector<int> prompt(s.tokens().begin(), s.tokens().begin() + s.n_prompt());
-      cache_->attach_prefix(slot, prompt);
+      cached = cache_->attach_prefix(slot, prompt);
     }
     // Admit only when the rest of its prefill fits.
     if (cache_->positions_needed(slot, s.prefill_end()) > cache_->free_positions()) {
       cache_->free(slot);
       break;
     }
+    if (opt_.prefix_cache) {
+      metrics_.prefix_queried_tokens += s.n_prompt();
+      metrics_.prefix_hit_tokens += cached;
+    }
+    if (s.admitted_order == 0) s.stats().n_cached_prompt = cached;  // first admission
     s.target_slot = slot;
     s.admitted_order = ++admissions_;
     running_.push_back(std::move(queue_.front()));

@@ -28,6 +28,10 @@ struct EngineMetrics {
   uint64_t generated_tokens = 0;
   uint64_t drafted_tokens = 0, accepted_tokens = 0;
   uint64_t preemptions = 0;
+  // The prefix cache at admission: prompt tokens looked up, and found (their
+  // prefill skipped). Counted once per admission, not per attempt: a request
+  // that waits for room is looked up again at each step.
+  uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   Histogram tokens_per_round{{1, 2, 3, 4, 5, 6, 8, 10, 13, 17}};
   Histogram time_to_first_token{{0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}};
   Histogram inter_token_latency{{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5}};

@@ -18,23 +18,17 @@ int64_t unix_now() {
 
 }  // namespace
 
-HttpServer::Impl::Impl(AsyncEngine& e, const Model& m, ServerOptions o)
-    : engine(e),
-      model(m),
-      opt(std::move(o)),
-      builder(m, opt.limits, opt.defaults),
-      access(opt.access),
-      started(unix_now()),
-      http(opt.timeouts) {}
+HttpServer::Impl::Impl(ServerOptions o)
+    : opt(std::move(o)), access(opt.access), started(unix_now()), http(opt.timeouts) {}
 
-HttpServer::HttpServer(AsyncEngine& engine, const Model& model, ServerOptions opt)
-    : impl_(std::make_unique<Impl>(engine, model, std::move(opt))) {
+HttpServer::HttpServer(ServerOptions opt) : impl_(std::make_unique<Impl>(std::move(opt))) {
   impl_->setup_routes();
   impl_->setup_guards();
 }
 
 HttpServer::~HttpServer() {
   if (impl_->http.is_running()) impl_->http.stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
 }
 
 int HttpServer::bind() {
@@ -49,14 +43,27 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::serve() {
+void HttpServer::start() {
   Impl& s = *impl_;
-  std::thread listener([&s] {
+  if (s.listener.joinable()) return;
+  s.listener = std::thread([&s] {
     if (!s.http.listen_after_bind()) std::fprintf(stderr, "server: the listener failed\n");
     std::lock_guard<std::mutex> lock(s.mu);
     s.listener_done = true;
     s.cv.notify_all();
   });
+}
+
+void HttpServer::attach(AsyncEngine& engine, const Model& model, Serving serving) {
+  Impl& s = *impl_;
+  check(!s.backend(), "the server already serves a model");
+  s.backend_owned = std::make_unique<Impl::Backend>(engine, model, serving);
+  s.backend_ready.store(s.backend_owned.get(), std::memory_order_release);
+}
+
+void HttpServer::serve() {
+  Impl& s = *impl_;
+  start();
   {
     std::unique_lock<std::mutex> lock(s.mu);
     s.cv.wait(lock, [&] { return s.stop_requested || s.listener_done; });
@@ -64,7 +71,7 @@ void HttpServer::serve() {
   }
   s.drain();
   s.http.stop();
-  listener.join();
+  s.listener.join();
 }
 
 void HttpServer::request_stop(bool force) {
@@ -82,6 +89,9 @@ ServerCounters HttpServer::counters() const {
   return impl_->counters;
 }
 
-const RequestBuilder& HttpServer::builder() const { return impl_->builder; }
+const RequestBuilder& HttpServer::builder() const {
+  check(impl_->backend() != nullptr, "the server serves no model yet");
+  return impl_->backend()->builder;
+}
 
 }  // namespace tandem::server

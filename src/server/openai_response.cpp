@@ -104,7 +104,8 @@ json usage_json(const RequestResult& r) {
   const int completion = static_cast<int>(r.tokens.size());
   return {{"prompt_tokens", r.stats.n_prompt},
           {"completion_tokens", completion},
-          {"total_tokens", r.stats.n_prompt + completion}};
+          {"total_tokens", r.stats.n_prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", r.stats.n_cached_prompt}}}};
 }
 
 json tandem_stats_json(const ResponseMeta& meta, const RequestStats& s) {

@@ -50,7 +50,8 @@ double ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
 
 }  // namespace
 
-std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s) {
+std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s, bool ready,
+                              const MetricsOptions& options) {
   Writer w;
   w.header("tandem_requests_finished_total", "counter",
            "Requests the engine finished, by finish reason");
@@ -88,8 +89,22 @@ std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s) {
   w.single("tandem_preemptions_total", "counter",
            "Running requests preempted (KV blocks freed, recomputed later)", m.preemptions);
 
+  w.single("tandem_ready", "gauge",
+           "1 when the model has loaded and the server takes requests (0: starting or draining)",
+           ready ? 1 : 0);
   w.single("tandem_requests_queued", "gauge", "Requests waiting for admission", m.queued);
   w.single("tandem_requests_running", "gauge", "Requests admitted to the running batch", m.running);
+  // The model-server protocol's KV cache utilisation: blocks referenced by
+  // requests over all blocks (blocks kept only for prefix reuse count as free:
+  // they are reclaimed when needed).
+  const double kv_usage = ratio(m.kv.blocks_used, m.kv.blocks_total);
+  w.single("tandem_kv_cache_usage_ratio", "gauge",
+           "Target KV cache blocks referenced by requests / all blocks (0-1)", kv_usage);
+  w.header("tandem_cache_config_info", "gauge",
+           "The target KV cache's block size and block count (labels; value 1)");
+  w.sample("tandem_cache_config_info",
+           fmt::format("block_size=\"{}\",num_blocks=\"{}\"", m.kv.block_size, m.kv.blocks_total),
+           1);
   w.single("tandem_http_requests_in_flight", "gauge", "Generation requests being served over HTTP",
            static_cast<double>(s.http_in_flight));
 
@@ -115,25 +130,42 @@ std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s) {
     w.sample("tandem_kv_blocks_cached", fmt::format("cache=\"{}\"", c.name), c.st.blocks_cached);
   w.single("tandem_kv_block_size", "gauge", "Positions per KV cache block", m.kv.block_size);
 
+  // Only the target's cache shares prompt blocks (the draft model recomputes
+  // its own prompt), so these carry the one label.
+  const char* target = "cache=\"target\"";
   w.header("tandem_prefix_cache_queried_tokens_total", "counter",
-           "Prompt tokens looked up in the prefix cache");
-  for (const auto& c : caches)
-    w.sample("tandem_prefix_cache_queried_tokens_total", fmt::format("cache=\"{}\"", c.name),
-             c.st.prefix_lookup_tokens);
+           "Prompt tokens looked up in the prefix cache, once per admission");
+  w.sample("tandem_prefix_cache_queried_tokens_total", target, m.prefix_queried_tokens);
   w.header("tandem_prefix_cache_hit_tokens_total", "counter",
            "Prompt tokens found in the prefix cache (their prefill was skipped)");
-  for (const auto& c : caches)
-    w.sample("tandem_prefix_cache_hit_tokens_total", fmt::format("cache=\"{}\"", c.name),
-             c.st.prefix_hit_tokens);
+  w.sample("tandem_prefix_cache_hit_tokens_total", target, m.prefix_hit_tokens);
   w.header("tandem_prefix_cache_hit_rate", "gauge", "Hit tokens / queried tokens since start");
-  for (const auto& c : caches)
-    w.sample("tandem_prefix_cache_hit_rate", fmt::format("cache=\"{}\"", c.name),
-             ratio(c.st.prefix_hit_tokens, c.st.prefix_lookup_tokens));
+  w.sample("tandem_prefix_cache_hit_rate", target,
+           ratio(m.prefix_hit_tokens, m.prefix_queried_tokens));
 
   w.histogram("tandem_time_to_first_token_seconds", "From submission to the first generated token",
               m.time_to_first_token);
   w.histogram("tandem_inter_token_latency_seconds",
               "Between generated tokens (a round's tokens share its time)", m.inter_token_latency);
+  if (options.vllm) {
+    // The same figures under the names the inference gateway's endpoint picker
+    // reads from vLLM (its model-server protocol); the usage is a fraction (0-1),
+    // as vLLM reports it despite the name.
+    w.single("vllm:num_requests_waiting", "gauge", "Requests waiting for admission", m.queued);
+    w.single("vllm:num_requests_running", "gauge", "Requests in the running batch", m.running);
+    w.single("vllm:kv_cache_usage_perc", "gauge", "KV cache usage (0-1)", kv_usage);
+    w.single("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage (0-1), the older name",
+             kv_usage);
+    w.single("vllm:prefix_cache_queries_total", "counter",
+             "Prompt tokens looked up in the prefix cache", m.prefix_queried_tokens);
+    w.single("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache",
+             m.prefix_hit_tokens);
+    w.header("vllm:cache_config_info", "gauge", "KV cache configuration (labels; value 1)");
+    w.sample(
+        "vllm:cache_config_info",
+        fmt::format("block_size=\"{}\",num_gpu_blocks=\"{}\"", m.kv.block_size, m.kv.blocks_total),
+        1);
+  }
   return w.take();
 }
 

@@ -19,6 +19,17 @@ struct ServerCounters {
   int64_t http_in_flight = 0;       // generation requests an HTTP handler is serving
 };
 
-std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s);
+// What /metrics names besides tandem's own.
+struct MetricsOptions {
+  // vLLM's names of the model-server protocol's metrics (the Gateway API
+  // Inference Extension's endpoint picker reads them): vllm:num_requests_waiting,
+  // vllm:num_requests_running, vllm:kv_cache_usage_perc (and its older name
+  // vllm:gpu_cache_usage_perc), vllm:cache_config_info{block_size, num_gpu_blocks}.
+  bool vllm = false;
+};
+
+// ready: the model has loaded and the server is not draining (tandem_ready).
+std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s, bool ready,
+                              const MetricsOptions& options = {});
 
 }  // namespace tandem::server

@@ -7,6 +7,9 @@ namespace tandem {
 // Times in milliseconds.
 struct RequestStats {
   int n_prompt = 0;
+  // Prompt tokens found in the prefix cache when first admitted (their prefill
+  // was skipped): OpenAI's usage.prompt_tokens_details.cached_tokens.
+  int n_cached_prompt = 0;
   int n_generated = 0;
   int rounds = 0;       // target forward passes after the prefill (decode steps or verifies)
   int spec_rounds = 0;  // rounds that verified at least one drafted token

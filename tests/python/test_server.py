@@ -43,19 +43,28 @@ class ServerProcess:
     """`tandem serve --port 0 ...`: waits for the "listening on" line, gives an
     OpenAI client, raw HTTP access and /metrics, and stops it with a signal."""
 
-    def __init__(self, *args, startup_timeout=60, threads=2, model=MODEL):
+    def __init__(self, *args, startup_timeout=60, threads=2, model=MODEL, port=0):
         if not Path(model).exists():
             sys.exit(f"{model} is missing: run `make models`")
         self.log = tempfile.NamedTemporaryFile(prefix="tandem-serve-", suffix=".log", delete=False)
-        cmd = [TANDEM, "serve", "-m", str(model), "--port", "0", "-t", str(threads),
+        cmd = [TANDEM, "serve", "-m", str(model), "--port", str(port), "-t", str(threads),
                *map(str, args)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
-        line = [None]
-        reader = threading.Thread(target=lambda: line.__setitem__(0, self.proc.stdout.readline()),
-                                  daemon=True)
+        # "starting on http://..." as soon as it listens (the model still loading),
+        # then "listening on http://..." once it serves.
+        lines = []
+
+        def read_until_ready():
+            for out in self.proc.stdout:
+                lines.append(out)
+                if "listening on" in out:
+                    return
+
+        reader = threading.Thread(target=read_until_ready, daemon=True)
         reader.start()
         reader.join(startup_timeout)
-        m = re.search(r"listening on http://([\d.]+):(\d+)", line[0] or "")
+        self.startup_lines = list(lines)
+        m = re.search(r"listening on http://([\d.]+):(\d+)", lines[-1] if lines else "")
         if not m:
             self.proc.kill()
             sys.exit(f"server did not start: {' '.join(cmd)}\n{self.log_text()}")
@@ -157,7 +166,9 @@ def test_basics(srv):
     check([m.id for m in models.data] == [MODEL_NAME], "/v1/models lists the model", models)
     check(c.models.retrieve(MODEL_NAME).id == MODEL_NAME, "/v1/models/{id}")
     s, data, _ = srv.request("GET", "/health")
-    check(s == 200 and data == {"status": "ok"}, "/health", (s, data))
+    check(s == 200 and data == {"status": "ready"}, "/health", (s, data))
+    s, data, _ = srv.request("GET", "/live")
+    check(s == 200 and data == {"status": "ready"}, "/live", (s, data))
 
     r = c.completions.create(model=MODEL_NAME, prompt="The capital of France is", max_tokens=12,
                              temperature=0)
@@ -446,6 +457,16 @@ def test_metrics_format(srv):
           "TTFT histogram cumulative", buckets)
     check(m['tandem_prefix_cache_hit_tokens_total{cache="target"}'] > 0,
           "repeated prompts hit the prefix cache")
+    # The same prompt twice: the second's usage counts its cached prompt tokens
+    # (whole blocks of 16; never the block holding the last prompt token).
+    prompt = "A long and winding prompt about caches, blocks and prefixes. " * 8
+    usage = [srv.client.completions.create(model=MODEL_NAME, prompt=prompt, max_tokens=1,
+                                           temperature=0).usage for _ in range(2)]
+    n = usage[1].prompt_tokens
+    check(usage[1].prompt_tokens_details.cached_tokens == (n - 1) // 16 * 16
+          and usage[0].prompt_tokens_details.cached_tokens < usage[1].prompt_tokens_details.cached_tokens,
+          "usage.prompt_tokens_details.cached_tokens: the second of two equal prompts is cached",
+          (usage[0].prompt_tokens_details, usage[1].prompt_tokens_details, n))
 
 
 def test_graceful_stop(srv, sig):
@@ -470,6 +491,12 @@ def test_graceful_stop(srv, sig):
     except OSError:
         refused = True  # the listener may already be closed
     check(refused, f"{sig.name}: new requests refused while draining")
+    try:
+        s, data, _ = srv.request("GET", "/health", timeout=10)
+        draining = s == 503 and data == {"status": "draining"}
+    except OSError:
+        draining = True  # the listener may already be closed
+    check(draining, f"{sig.name}: /health says draining (503)")
     text, chunks, final = stream_text(it, chat=False)
     check(final is not None and final.choices[0].finish_reason == "length"
           and final.model_extra["tandem"] is not None,

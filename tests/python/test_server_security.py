@@ -38,7 +38,7 @@ def test_api_key(srv):
         s, _, _ = srv.request("GET", path)
         check(s == 401, f"GET {path} without the key -> 401", s)
     s, data, _ = srv.request("GET", "/health")
-    check(s == 200 and data == {"status": "ok"}, "/health needs no key", (s, data))
+    check(s == 200 and data == {"status": "ready"}, "/health needs no key", (s, data))
     s, _, _ = srv.request("GET", "/metrics", headers={"Authorization": "Bearer " + KEY})
     check(s == 200, "/metrics with the key", s)
     # The scheme is case-insensitive (RFC 7235).

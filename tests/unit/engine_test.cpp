@@ -100,7 +100,7 @@ TEST(Engine, ContinuousBatchingWithPreemptionMatchesRunningAlone) {
   EXPECT_GT(m.preemptions, 0u) << "the cache was meant to force preemption";
   EXPECT_EQ(m.kv.blocks_used, 0) << "blocks leaked";
   EXPECT_EQ(m.requests["length"], reqs.size());
-  EXPECT_GT(m.kv.prefix_hit_tokens, 0) << "the shared prompt prefix was never reused";
+  EXPECT_GT(m.prefix_hit_tokens, 0) << "the shared prompt prefix was never reused";
 }
 
 TEST(Engine, SpeculativeBatchWithPreemptionMatchesRunningAlone) {
@@ -148,12 +148,35 @@ TEST(Engine, PrefixCacheSkipsSharedPromptBlocks) {
   ThreadPool pool(1);
   Engine e(*f.target, pool, paged(2, 512, 16));
   auto first = run_all(e, {greedy(a, 8)});
-  auto hits_before = e.metrics().kv.prefix_hit_tokens;
+  auto hits_before = e.metrics().prefix_hit_tokens;
   auto second = run_all(e, {greedy(b, 8)});
   // 64 shared tokens = 4 full blocks of 16.
-  EXPECT_EQ(e.metrics().kv.prefix_hit_tokens - hits_before, 64);
+  EXPECT_EQ(e.metrics().prefix_hit_tokens - hits_before, 64);
+  EXPECT_EQ(e.metrics().prefix_queried_tokens, 65u + 65u);
+  EXPECT_EQ(first[0].stats.n_cached_prompt, 0);
+  EXPECT_EQ(second[0].stats.n_cached_prompt, 64);  // usage.prompt_tokens_details.cached_tokens
   EXPECT_EQ(second[0].tokens, run_alone(*f.target, {greedy(b, 8)})[0].tokens);
   EXPECT_LT(second[0].stats.prefill_ms, first[0].stats.prefill_ms * 10);  // sanity only
+}
+
+// A request that waits for room is looked up in the prefix cache at every step
+// it tries; the metrics count its prompt once, when it is admitted.
+TEST(Engine, PrefixLookupsCountedOncePerAdmission) {
+  Fixture f;
+  ThreadPool pool(1);
+  // 96 positions: room for one 80-token request at a time. The first is
+  // prefilled before the second arrives, which then waits (several steps) for
+  // the first to finish.
+  Engine e(*f.target, pool, paged(2, 96, 16));
+  const int first = e.submit(greedy(ids(60, 4), 20));
+  e.step();
+  const int second = e.submit(greedy(ids(60, 5), 20));
+  e.run();
+  EXPECT_EQ(e.take_result(first)->tokens.size(), 20u);
+  EXPECT_EQ(e.take_result(second)->tokens.size(), 20u);
+  const auto& m = e.metrics();
+  EXPECT_EQ(m.preemptions, 0u) << "meant to queue, not preempt";
+  EXPECT_EQ(m.prefix_queried_tokens, 120u);
 }
 
 TEST(Engine, CancelQueuedAndRunningRequests) {

@@ -30,7 +30,9 @@ EngineMetrics sample_metrics() {
   m.inter_token_latency.observe(0.02);
   m.queued = 2;
   m.running = 5;
-  m.kv = {100, 30, 10, 200, 50, 16};
+  m.kv = {100, 30, 10, 16};
+  m.prefix_queried_tokens = 200;
+  m.prefix_hit_tokens = 50;
   return m;
 }
 
@@ -74,7 +76,7 @@ TEST(ServerPrometheus, ValuesAndFormat) {
   s.rejected = {{"invalid", 7}, {"queue_full", 1}};
   s.client_disconnects = 2;
   s.http_in_flight = 6;
-  auto m = parse(render_prometheus(sample_metrics(), s));
+  auto m = parse(render_prometheus(sample_metrics(), s, true));
   EXPECT_EQ(m.at("tandem_requests_finished_total{finish_reason=\"stop\"}"), 3);
   EXPECT_EQ(m.at("tandem_requests_finished_total{finish_reason=\"cancelled\"}"), 0);
   EXPECT_EQ(m.at("tandem_requests_rejected_total{reason=\"invalid\"}"), 7);
@@ -96,7 +98,8 @@ TEST(ServerPrometheus, ValuesAndFormat) {
   EXPECT_EQ(m.at("tandem_kv_blocks_used{cache=\"draft\"}"), 0);
   EXPECT_EQ(m.at("tandem_kv_block_size"), 16);
   EXPECT_DOUBLE_EQ(m.at("tandem_prefix_cache_hit_rate{cache=\"target\"}"), 0.25);
-  EXPECT_EQ(m.at("tandem_prefix_cache_hit_rate{cache=\"draft\"}"), 0);  // no lookups: 0, not NaN
+  EXPECT_EQ(m.at("tandem_prefix_cache_queried_tokens_total{cache=\"target\"}"), 200);
+  EXPECT_EQ(m.at("tandem_prefix_cache_hit_tokens_total{cache=\"target\"}"), 50);
   // Histograms: cumulative buckets, +Inf equal to the count, the sum of the observations.
   EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"1\"}"), 2);
   EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"3\"}"), 3);
@@ -109,10 +112,39 @@ TEST(ServerPrometheus, ValuesAndFormat) {
   EXPECT_EQ(m.at("tandem_time_to_first_token_seconds_bucket{le=\"0.25\"}"), 2);
   EXPECT_DOUBLE_EQ(m.at("tandem_time_to_first_token_seconds_sum"), 0.23);
   EXPECT_EQ(m.at("tandem_inter_token_latency_seconds_count"), 1);
+  // The model-server protocol's figures under tandem's names.
+  EXPECT_EQ(m.at("tandem_ready"), 1);
+  EXPECT_DOUBLE_EQ(m.at("tandem_kv_cache_usage_ratio"), 0.3);
+  EXPECT_EQ(m.at("tandem_cache_config_info{block_size=\"16\",num_blocks=\"100\"}"), 1);
+  EXPECT_FALSE(m.count("vllm:num_requests_waiting")) << "vLLM's names only when asked for";
+}
+
+// --metrics-compat vllm: the names the inference gateway's endpoint picker reads
+// (its model-server protocol), with the same values and types as tandem's own.
+TEST(ServerPrometheus, VllmNamesOfTheModelServerProtocol) {
+  MetricsOptions vllm;
+  vllm.vllm = true;
+  const std::string text = render_prometheus(sample_metrics(), ServerCounters{}, true, vllm);
+  auto m = parse(text);
+  EXPECT_EQ(m.at("vllm:num_requests_waiting"), 2);
+  EXPECT_EQ(m.at("vllm:num_requests_running"), 5);
+  EXPECT_DOUBLE_EQ(m.at("vllm:kv_cache_usage_perc"), 0.3);
+  EXPECT_DOUBLE_EQ(m.at("vllm:gpu_cache_usage_perc"), 0.3);
+  EXPECT_EQ(m.at("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"100\"}"), 1);
+  EXPECT_EQ(m.at("vllm:prefix_cache_queries_total"), 200);
+  EXPECT_EQ(m.at("vllm:prefix_cache_hits_total"), 50);
+  EXPECT_NE(text.find("# TYPE vllm:prefix_cache_hits_total counter"), std::string::npos);
+  for (const char* gauge : {"vllm:num_requests_waiting", "vllm:num_requests_running",
+                            "vllm:kv_cache_usage_perc", "vllm:cache_config_info"})
+    EXPECT_NE(text.find(std::string("# TYPE ") + gauge + " gauge"), std::string::npos) << gauge;
+  EXPECT_EQ(m.at("tandem_requests_queued"), 2) << "tandem's own names stay";
 }
 
 TEST(ServerPrometheus, EmptyMetricsAreWellFormed) {
-  auto m = parse(render_prometheus(EngineMetrics{}, ServerCounters{}));
+  auto m = parse(render_prometheus(EngineMetrics{}, ServerCounters{}, false));
+  EXPECT_EQ(m.at("tandem_ready"), 0);
+  EXPECT_EQ(m.at("tandem_kv_cache_usage_ratio"), 0);
+  EXPECT_EQ(m.at("tandem_prefix_cache_hit_rate{cache=\"target\"}"), 0);  // no lookups: 0, not NaN
   EXPECT_EQ(m.at("tandem_spec_acceptance_rate"), 0);
   EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"+Inf\"}"), 0);
   EXPECT_EQ(m.at("tandem_kv_blocks_free{cache=\"target\"}"), 0);

@@ -413,7 +413,9 @@ TEST(ServerProtocol, CompletionResponseShape) {
   ResponseMeta meta = make_meta(Endpoint::Completions, "tiny");
   EXPECT_EQ(meta.id.rfind("cmpl-", 0), 0u);
   EXPECT_NE(make_meta(Endpoint::Completions, "tiny").id, meta.id);
-  json j = completion_json(meta, sample_result());
+  RequestResult r = sample_result();
+  r.stats.n_cached_prompt = 2;
+  json j = completion_json(meta, r);
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["model"], "tiny");
   EXPECT_EQ(j["choices"][0]["text"], "abc");
@@ -421,7 +423,8 @@ TEST(ServerProtocol, CompletionResponseShape) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(j["usage"], json::parse(R"({"prompt_tokens": 4, "completion_tokens": 3,
-                                        "total_tokens": 7})"));
+                                        "total_tokens": 7,
+                                        "prompt_tokens_details": {"cached_tokens": 2}})"));
   EXPECT_DOUBLE_EQ(j["tandem"]["acceptance_rate"].get<double>(), 0.25);
   EXPECT_EQ(j["tandem"]["drafted"], 4);
   EXPECT_EQ(j["tandem"]["accepted"], 1);

@@ -61,7 +61,7 @@ void HttpServer::Impl::count_rejection(int status) {
 }
 
 void HttpServer::Impl::client_gone(int id) {
-  engine.cancel(id);
+  if (Backend* b = backend()) b->engine.cancel(id);
   std::lock_guard<std::mutex> lock(mu);
   counters.client_disconnects++;
 }
@@ -114,8 +114,9 @@ void HttpServer::Impl::drain() {
   cv.wait_until(lock, deadline, [&] { return in_flight.empty() || force; });
   if (in_flight.empty()) return;
   std::fprintf(stderr, "server: cancelling %zu in-flight request(s)\n", in_flight.size());
-  for (const auto& [key, id] : in_flight)
-    if (id >= 0) engine.cancel(id);
+  if (Backend* b = backend())
+    for (const auto& [key, id] : in_flight)
+      if (id >= 0) b->engine.cancel(id);
   cv.wait_for(lock, kCancelGrace, [&] { return in_flight.empty(); });
 }
 

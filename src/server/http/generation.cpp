@@ -38,13 +38,17 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
   int id = -1;
   try {
     ticket = admit();
+    if (!backend())
+      throw ApiError(503, "the server is loading its model; retry shortly", "server_error", "",
+                     "model_loading");
+    Backend& b = *backend();
     ParsedRequest p = parse_request(req.body, ep);
     if (!p.model.empty() && p.model != opt.model_name)
       throw ApiError(404,
                      fmt::format("the model '{}' does not exist: this server serves '{}'", p.model,
                                  opt.model_name),
                      "invalid_request_error", "model", "model_not_found");
-    Request r = builder.build(p);
+    Request r = b.builder.build(p);
     stream = p.stream;
     include_usage = p.include_usage;
     logprobs = r.params.logprobs >= 0;
@@ -53,7 +57,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     // from the result.
     if (stream) r.on_token = [channel](const TokenOutput& t) { channel->push(t); };
     r.on_finish = [channel](const RequestResult& result) { channel->finish(result); };
-    const AsyncEngine::Submit outcome = engine.submit(std::move(r), &id);
+    const AsyncEngine::Submit outcome = b.engine.submit(std::move(r), &id);
     if (outcome == AsyncEngine::Submit::QueueFull)
       throw ApiError(429, "the server's request queue is full; retry later", "rate_limit_error", "",
                      "queue_full");
@@ -69,7 +73,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
 
   ResponseMeta meta = make_meta(ep, opt.model_name);
   meta.logprobs = logprobs;
-  meta.tokenizer = model.tokenizer();
+  meta.tokenizer = backend()->model.tokenizer();
   meta.seed = sampling.seed;
   meta.sampling_mode = sampling.greedy() ? "greedy" : sampling_mode_name(sampling.mode);
   ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);

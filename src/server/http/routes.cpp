@@ -16,11 +16,16 @@ namespace tandem::server {
 using json = nlohmann::json;
 
 json HttpServer::Impl::models_json() const {
-  return {{"id", opt.model_name},
-          {"object", "model"},
-          {"created", started},
-          {"owned_by", "tandem"},
-          {"max_model_len", opt.limits.n_ctx}};
+  json j = {
+      {"id", opt.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "tandem"}};
+  if (const Backend* b = backend()) j["max_model_len"] = b->serving.limits.n_ctx;
+  return j;
+}
+
+const char* HttpServer::Impl::state() const {
+  if (!backend()) return "starting";
+  std::lock_guard<std::mutex> lock(mu);
+  return accepting ? "ready" : "draining";
 }
 
 void HttpServer::Impl::setup_routes() {
@@ -55,21 +60,27 @@ void HttpServer::Impl::setup_routes() {
                                            name, opt.model_name),
                                "invalid_request_error", "model", "model_not_found"));
   });
+  // Readiness, for load balancers and Kubernetes: 503 until the model has loaded
+  // and once a stop was asked for, so that no new request is sent here then.
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (accepting)
-      send_json(res, 200, {{"status", "ok"}});
-    else
-      send_json(res, 503, {{"status", "shutting_down"}});
+    const std::string status = state();
+    send_json(res, status == "ready" ? 200 : 503, {{"status", status}});
+  });
+  // Liveness: the process answers HTTP (a loading or draining server is alive).
+  http.Get("/live", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"status", state()}});
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const EngineMetrics m = engine.metrics();
+    const Backend* b = backend();
+    const EngineMetrics m = b ? b->engine.metrics() : EngineMetrics{};
     ServerCounters c;
     {
       std::lock_guard<std::mutex> lock(mu);
       c = counters;
     }
-    res.set_content(render_prometheus(m, c), "text/plain; version=0.0.4; charset=utf-8");
+    const bool ready = b && std::string(state()) == "ready";
+    res.set_content(render_prometheus(m, c, ready, opt.metrics),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
 
   // Statuses httplib sets itself (no route, body too large, ...) get an error object too.

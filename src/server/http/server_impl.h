@@ -6,6 +6,7 @@
 #pragma once
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "engine/async_engine.h"
 #include "server/api_error.h"
@@ -42,7 +44,21 @@ inline void send_error(httplib::Response& res, const ApiError& e) {
 }
 
 struct HttpServer::Impl {
-  Impl(AsyncEngine& e, const Model& m, ServerOptions o);
+  explicit Impl(ServerOptions o);
+
+  // What the server serves once the model has loaded (attach()).
+  struct Backend {
+    Backend(AsyncEngine& e, const Model& m, Serving s)
+        : engine(e), model(m), serving(s), builder(m, s.limits, s.defaults) {}
+    AsyncEngine& engine;
+    const Model& model;
+    Serving serving;
+    RequestBuilder builder;
+  };
+  // The backend, or null while the model loads.
+  Backend* backend() const { return backend_ready.load(std::memory_order_acquire); }
+  // "starting", "ready" or "draining".
+  const char* state() const;
 
   // One generation request being served; shutdown waits until none is left.
   class Ticket {
@@ -89,10 +105,9 @@ struct HttpServer::Impl {
                          const ResponseMeta& meta, int id);
   bool pump_stream(Stream& st, httplib::DataSink& sink);
 
-  AsyncEngine& engine;
-  const Model& model;
   ServerOptions opt;
-  RequestBuilder builder;
+  std::unique_ptr<Backend> backend_owned;
+  std::atomic<Backend*> backend_ready{nullptr};
   AccessControl access;
   int64_t started;
   TimedConnectionServer http;
@@ -100,6 +115,7 @@ struct HttpServer::Impl {
   mutable std::mutex mu;
   std::condition_variable cv;
   bool accepting = true, stop_requested = false, force = false, listener_done = false;
+  std::thread listener;               // runs httplib's accept loop once started
   std::map<uint64_t, int> in_flight;  // ticket -> engine id (-1 until submitted)
   uint64_t next_ticket = 0;
   ServerCounters counters;

@@ -21,6 +21,7 @@ import copy
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -315,6 +316,23 @@ def containerfile_problems(text, deploy):
     return problems
 
 
+def server_flags():
+    """The long options `tandem serve --help` lists (None where the binary is
+    not built)."""
+    tandem = Path(os.environ.get("TANDEM_BIN", ROOT / "build" / "tandem"))
+    if not tandem.exists():
+        return None
+    out = subprocess.run([str(tandem), "serve", "--help"], capture_output=True, text=True).stdout
+    return set(re.findall(r"(--[a-z][a-z0-9-]*)", out))
+
+
+def args_problems(deploy, flags):
+    """Every option the Deployment passes is one the server takes."""
+    args = server_container(deploy).get("args", [])
+    return [f"tandem serve has no option {a}" for a in args
+            if a.startswith("--") and a.split("=")[0] not in flags]
+
+
 def main():
     manifests = load_manifests()
     versions = k8s_versions()
@@ -356,6 +374,12 @@ def main():
     containerfile = (ROOT / "deploy" / "Containerfile").read_text()
     report("Containerfile: port, host, user, fetch-models stage",
            containerfile_problems(containerfile, deploy))
+    flags = server_flags()
+    if flags is not None:
+        report("the server takes every option the Deployment passes", args_problems(deploy, flags))
+        bad = copy.deepcopy(deploy)
+        server_container(bad)["args"].append("--metrics-compatt")
+        expect_rejected("Deployment passing a misspelt option", args_problems(bad, flags))
     prometheus = (ROOT / "src" / "server" / "prometheus.cpp").read_text()
     report(f"the server exports {QUEUE_METRIC}",
            [] if f'"{QUEUE_METRIC}"' in prometheus else ["not in src/server/prometheus.cpp"])

@@ -56,6 +56,7 @@ MAX_TOKENS = 16
 KV_TOKENS = 3008
 # A replica's share of the sessions (4) runs at once, within its KV cache.
 MAX_BATCH = 4
+PREFILL_CHUNK = 512
 # How HAProxy picks a replica.
 ROUND_ROBIN = ["balance roundrobin"]
 # Session affinity, two ways: hash the header onto a ring of the replicas, or
@@ -66,6 +67,11 @@ STICKY = ["balance roundrobin", "stick-table type string len 64 size 100k expire
           "stick on req.hdr(X-Session-Id)"]
 # HAProxy's health check: every 200 ms, down after 2 failures, up after 2 passes.
 CHECK = "inter 200ms fall 2 rise 2"
+
+
+def replica_args(kv_tokens=None):
+    return ["--kv-cache-tokens", kv_tokens or KV_TOKENS, "--max-batch", MAX_BATCH,
+            "--prefill-chunk", PREFILL_CHUNK]
 
 
 def free_port():
@@ -129,6 +135,9 @@ defaults
   # the last time on another server.
   retries 3
   option redispatch 1
+  # Stream tokens as they come: without it HAProxy corks small writes (MSG_MORE),
+  # which holds an SSE stream's events for up to 200 ms.
+  option http-no-delay
 frontend api
   bind 127.0.0.1:{self.port}
   default_backend replicas
@@ -226,6 +235,7 @@ class Result:
         self.t_sent = self.t_first = self.t_done = None
         self.tokens = 0
         self.prompt_tokens = self.cached_tokens = 0  # usage, prompt_tokens_details
+        self.arrivals = []  # when each content chunk arrived
         self.error = None
 
 
@@ -242,6 +252,8 @@ def run_turn(client, session, turn, messages, affinity_header, res):
         for chunk in raw.parse():
             if chunk.choices:
                 delta = chunk.choices[0].delta.content or ""
+                if delta:
+                    res.arrivals.append(time.time())
                 if delta and res.t_first is None:
                     res.t_first = time.time()
                 text += delta
@@ -272,7 +284,7 @@ def run_workload(client, affinity, run_tag, retry=False):
 
     def session_loop(s):
         rng = random.Random(f"{run_tag}-{s}-pace")
-        time.sleep(rng.uniform(0, 1.5))
+        time.sleep(rng.uniform(0, 3.0))
         messages = [{"role": "system", "content": system_prompt(s, run_tag)}]
         for t in range(TURNS):
             messages.append({"role": "user", "content": USER_TURNS[(s + t) % len(USER_TURNS)]})
@@ -304,14 +316,21 @@ def hit_counters(replicas):
     return q, h, p
 
 
+def spaced_fraction(arrivals):
+    """The share of a stream's chunks that came apart from the one before (2 ms or
+    more): each token's own decode step, where a balancer that held the events
+    back would deliver them in bursts."""
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    return sum(g >= 0.002 for g in gaps) / len(gaps) if gaps else 0.0
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if xs else float("nan")
 
 
 def workload_run(label, routing, affinity, kv_tokens=KV_TOKENS):
-    replicas = [Replica(f"r{i}", "--kv-cache-tokens", kv_tokens, "--max-batch", MAX_BATCH).start()
-                for i in range(REPLICAS)]
+    replicas = [Replica(f"r{i}", *replica_args(kv_tokens)).start() for i in range(REPLICAS)]
     lb = HAProxy(replicas, routing)
     try:
         t0 = time.time()
@@ -345,7 +364,8 @@ def workload_run(label, routing, affinity, kv_tokens=KV_TOKENS):
                     (r.name for r in replicas))
     out = dict(hit_rate=h / q if q else 0.0, ttft_later=median(later), tokens_per_s=tokens / wall,
                wall=wall, servers_per_session=sum(len(v) for v in spread.values()) / len(spread),
-               same_replica=same)
+               same_replica=same,
+               streaming=median([spaced_fraction(r.arrivals) for r in results if r.arrivals]))
     print(f"{label}: prefix-cache hit rate {out['hit_rate']:.3f} ({h:.0f}/{q:.0f} prompt tokens), "
           f"median TTFT from turn 2 on {out['ttft_later'] * 1000:.0f} ms, "
           f"{out['tokens_per_s']:.1f} generated tokens/s, {wall:.1f} s, "
@@ -369,6 +389,8 @@ def test_affinity():
     # every one: a single run is held to 1.5x, which round-robin would reach only
     # by sending two thirds of the later turns (24 of 36, against 12 expected,
     # 4 standard deviations) to the previous turn's replica.
+    check(aff["streaming"] >= 0.5, "the streams pass HAProxy token by token (median share of "
+          f"chunks arriving apart: {aff['streaming']:.2f})")
     ratio = aff["hit_rate"] / max(rr["hit_rate"], 1e-9)
     print(f"hit-rate ratio affinity / round-robin: {ratio:.2f}")
     check(ratio >= 1.5, f"affinity hit rate {aff['hit_rate']:.3f} >= 1.5x round-robin's "
@@ -382,8 +404,7 @@ def test_affinity():
 
 
 def test_kill_and_rejoin():
-    replicas = [Replica(f"r{i}", "--kv-cache-tokens", KV_TOKENS, "--max-batch", MAX_BATCH).start()
-                for i in range(REPLICAS)]
+    replicas = [Replica(f"r{i}", *replica_args()).start() for i in range(REPLICAS)]
     lb = HAProxy(replicas, STICKY)
     victim = replicas[1]
     killed_at = []
@@ -555,11 +576,34 @@ def test_gateway_metrics():
               "without --metrics-compat: tandem's names only")
 
 
+def repeat_affinity(n):
+    """`--repeat N`: the round-robin and stick-table runs N times, for the spread
+    of the hit-rate ratio (docs/deploy.md)."""
+    rr, aff = [], []
+    for i in range(n):
+        rr.append(workload_run(f"round-robin #{i + 1}", ROUND_ROBIN, affinity=False))
+        aff.append(workload_run(f"affinity (stick table) #{i + 1}", STICKY, affinity=True))
+        print(f"run {i + 1}: ratio {aff[-1]['hit_rate'] / max(rr[-1]['hit_rate'], 1e-9):.2f}, "
+              f"TTFT {aff[-1]['ttft_later'] / rr[-1]['ttft_later'] * 100:.0f}% of round-robin's")
+
+    def mean(runs, key):
+        return sum(r[key] for r in runs) / len(runs)
+
+    print(f"{n} runs: hit rate {mean(aff, 'hit_rate'):.3f} vs {mean(rr, 'hit_rate'):.3f} "
+          f"(ratio of the means {mean(aff, 'hit_rate') / mean(rr, 'hit_rate'):.2f}); "
+          f"{sum(a['hit_rate'] >= 3 * r['hit_rate'] for a, r in zip(aff, rr))}/{n} runs >= 3x; "
+          f"later turns on the previous turn's replica under round-robin: "
+          f"{sum(r['same_replica'] for r in rr)}/{n * SESSIONS * (TURNS - 1)}")
+
+
 def main():
     if not Path(HAPROXY).exists():
         print("haproxy is not installed (scripts/setup.sh installs it): skipped")
         sys.exit(77)
     t0 = time.time()
+    if len(sys.argv) == 3 and sys.argv[1] == "--repeat":
+        repeat_affinity(int(sys.argv[2]))
+        sys.exit(1 if failures else 0)
     test_gateway_metrics()
     test_affinity()
     test_kill_and_rejoin()

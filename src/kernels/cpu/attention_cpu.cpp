@@ -108,41 +108,57 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------
+// Raw x86 intrinsics of Transpose16, each for an instruction that Highway 1.0.3
+// cannot express.
+
+// vshuff32x4 taking 128-bit blocks 0, 2 of a then 0, 2 of b (even blocks), or
+// 1, 3 of each (odd blocks): Highway 1.0.3 has no such block shuffle (its
+// ConcatEven/ConcatOdd work on lanes).
+HWY_INLINE VF EvenBlocks(VF a, VF b) { return VF{_mm512_shuffle_f32x4(a.raw, b.raw, 0x88)}; }
+HWY_INLINE VF OddBlocks(VF a, VF b) { return VF{_mm512_shuffle_f32x4(a.raw, b.raw, 0xDD)}; }
+
+// ---------------------------------------------------------------------------
 // 16 values of a cache row, as floats.
-HWY_INLINE __m512 Load16(const uint8_t* at, bool f16) {
-  if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at)));
-  return _mm512_loadu_ps(reinterpret_cast<const float*>(at));
+HWY_INLINE VF Load16(const uint8_t* at, bool f16) {
+  const DF df;
+  if (f16)
+    return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(),
+                                       reinterpret_cast<const hwy::float16_t*>(at)));
+  return hn::LoadU(df, reinterpret_cast<const float*>(at));
 }
 
 // 16 values of each of 16 rows (at[j]: row j's first), transposed in registers
 // into dst[i * ld + j] = value i of row j: unpacks within pairs of rows, then
 // within groups of four, then 128-bit lane shuffles across the groups.
 HWY_INLINE void Transpose16(const uint8_t* const* at, bool f16, float* dst, size_t ld) {
-  __m512 r[16], a[16];
+  const DF df;
+  const hn::Repartition<double, DF> dd;
+  VF r[16], a[16];
   for (int i = 0; i < 16; ++i) r[i] = Load16(at[i], f16);
   for (int i = 0; i < 16; i += 2) {
-    a[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    a[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    a[i] = hn::InterleaveLower(r[i], r[i + 1]);
+    a[i + 1] = hn::InterleaveUpper(df, r[i], r[i + 1]);
   }
   // Group G (rows 4G..4G+3): r[4G + c] gets columns c, c+4, c+8, c+12 of those
   // rows, one column per 128-bit lane.
   for (int g = 0; g < 16; g += 4) {
-    const __m512d a0 = _mm512_castps_pd(a[g]), a1 = _mm512_castps_pd(a[g + 1]);
-    const __m512d a2 = _mm512_castps_pd(a[g + 2]), a3 = _mm512_castps_pd(a[g + 3]);
-    r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-    r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-    r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-    r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    const auto a0 = hn::BitCast(dd, a[g]), a1 = hn::BitCast(dd, a[g + 1]);
+    const auto a2 = hn::BitCast(dd, a[g + 2]), a3 = hn::BitCast(dd, a[g + 3]);
+    r[g] = hn::BitCast(df, hn::InterleaveLower(a0, a2));
+    r[g + 1] = hn::BitCast(df, hn::InterleaveUpper(dd, a0, a2));
+    r[g + 2] = hn::BitCast(df, hn::InterleaveLower(a1, a3));
+    r[g + 3] = hn::BitCast(df, hn::InterleaveUpper(dd, a1, a3));
   }
   for (int c = 0; c < 4; ++c) {
-    const __m512 e0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);  // G0, G1: c and c+8
-    const __m512 e1 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);  // G0, G1: c+4 and c+12
-    const __m512 e2 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-    const __m512 e3 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
-    _mm512_storeu_ps(dst + c * ld, _mm512_shuffle_f32x4(e0, e2, 0x88));
-    _mm512_storeu_ps(dst + (c + 8) * ld, _mm512_shuffle_f32x4(e0, e2, 0xDD));
-    _mm512_storeu_ps(dst + (c + 4) * ld, _mm512_shuffle_f32x4(e1, e3, 0x88));
-    _mm512_storeu_ps(dst + (c + 12) * ld, _mm512_shuffle_f32x4(e1, e3, 0xDD));
+    const VF e0 = EvenBlocks(r[c], r[4 + c]);  // G0, G1: c and c+8
+    const VF e1 = OddBlocks(r[c], r[4 + c]);   // G0, G1: c+4 and c+12
+    const VF e2 = EvenBlocks(r[8 + c], r[12 + c]);
+    const VF e3 = OddBlocks(r[8 + c], r[12 + c]);
+    hn::StoreU(EvenBlocks(e0, e2), df, dst + c * ld);
+    hn::StoreU(OddBlocks(e0, e2), df, dst + (c + 8) * ld);
+    hn::StoreU(EvenBlocks(e1, e3), df, dst + (c + 4) * ld);
+    hn::StoreU(OddBlocks(e1, e3), df, dst + (c + 12) * ld);
   }
 }
 #endif

@@ -180,13 +180,43 @@ void PortableKQuant(const MatmulChunk& c) {
 
 #if HWY_TARGET == HWY_AVX3_DL
 // ---------------------------------------------------------------------------
+// Raw x86 intrinsics of the register decoders below, each for an instruction
+// that Highway 1.0.3 cannot express (vpermt2d: TwoTablesLookupLanes32 in
+// quant_tile-inl.h; vpdpbusd: simd_dot-inl.h).
+
+// vmovq + vpinsrq: Highway 1.0.3 cannot make a vector of two different scalars.
+HWY_INLINE hn::Vec128<uint8_t> BytesFromU64s(uint64_t lo, uint64_t hi) {
+  return hn::Vec128<uint8_t>{_mm_set_epi64x(static_cast<int64_t>(hi), static_cast<int64_t>(lo))};
+}
+
+// vmovd + vpinsrd: Highway 1.0.3 cannot make a vector of four different scalars.
+HWY_INLINE hn::Vec128<uint8_t> BytesFromU32s(uint32_t f0, uint32_t f1, uint32_t f2, uint32_t f3) {
+  return hn::Vec128<uint8_t>{_mm_set_epi32(static_cast<int>(f3), static_cast<int>(f2),
+                                           static_cast<int>(f1), static_cast<int>(f0))};
+}
+
+// vprolvd: Highway 1.0.3 rotates only by an immediate (RotateRight<k>).
+HWY_INLINE hn::Vec<DU32> RotateLeftVar(hn::Vec<DU32> v, hn::Vec<DU32> bits) {
+  return hn::Vec<DU32>{_mm512_rolv_epi32(v.raw, bits.raw)};
+}
+
+// vpermb with a zeroing mask (VBMI), byte 4g of the result from table byte
+// idx[4g], the other bytes zero: Highway 1.0.3 has no cross-block byte permute
+// (TableLookupBytes stays within 128-bit blocks) and no zero-masked permute.
+HWY_INLINE hn::Vec<DI32> BytesToDwords(hn::Vec<DU8> idx, hn::Vec128<uint8_t> table) {
+  constexpr __mmask64 kDwordLow = 0x1111111111111111ull;
+  return hn::Vec<DI32>{
+      _mm512_maskz_permutexvar_epi8(kDwordLow, idx.raw, _mm512_castsi128_si512(table.raw))};
+}
+
+// ---------------------------------------------------------------------------
 // Register decoders (AVX-512 VBMI/VNNI). Group g of a chunk is 32-bit lane g;
 // c[k] lane g holds elements 16g + 4k .. 16g + 4k + 3. Each type gathers the
 // dwords holding those codes with a permute (the same permute for every block,
 // so the indices are constants) and shifts/masks per lane.
 
 // Q4_K/Q5_K sub-block scales and mins as bytes [sc0..sc7, m0..m7].
-HWY_INLINE __m128i ScalesMinsK4(const uint8_t* s) {
+HWY_INLINE hn::Vec128<uint8_t> ScalesMinsK4(const uint8_t* s) {
   uint32_t a, b, c;
   std::memcpy(&a, s, 4);
   std::memcpy(&b, s + 4, 4);
@@ -194,14 +224,13 @@ HWY_INLINE __m128i ScalesMinsK4(const uint8_t* s) {
   const uint32_t sc_lo = a & 0x3F3F3F3F, m_lo = b & 0x3F3F3F3F;
   const uint32_t sc_hi = (c & 0x0F0F0F0F) | ((a >> 2) & 0x30303030);
   const uint32_t m_hi = ((c >> 4) & 0x0F0F0F0F) | ((b >> 2) & 0x30303030);
-  return _mm_set_epi64x(static_cast<int64_t>(m_lo | (uint64_t{m_hi} << 32)),
-                        static_cast<int64_t>(sc_lo | (uint64_t{sc_hi} << 32)));
+  return BytesFromU64s(sc_lo | (uint64_t{sc_hi} << 32), m_lo | (uint64_t{m_hi} << 32));
 }
 
 // Q3_K's 16 6-bit scale fields as bytes (see unpack_q3k_scale): the low 4 bits of
 // fields 0-7 / 8-15 are the low / high nibbles of bytes 0-7, the top 2 bits of
 // field j are bits 2 (j / 4) of byte 8 + j % 4.
-HWY_INLINE __m128i ScalesQ3K(const uint8_t* s) {
+HWY_INLINE hn::Vec128<uint8_t> ScalesQ3K(const uint8_t* s) {
   uint32_t a0, a1, a2;
   std::memcpy(&a0, s, 4);
   std::memcpy(&a1, s + 4, 4);
@@ -211,21 +240,26 @@ HWY_INLINE __m128i ScalesQ3K(const uint8_t* s) {
   const uint32_t f1 = (a1 & kLow4) | (((a2 >> 2) & kLow2) << 4);
   const uint32_t f2 = ((a0 >> 4) & kLow4) | (((a2 >> 4) & kLow2) << 4);
   const uint32_t f3 = ((a1 >> 4) & kLow4) | (((a2 >> 6) & kLow2) << 4);
-  return _mm_set_epi32(static_cast<int>(f3), static_cast<int>(f2), static_cast<int>(f1),
-                       static_cast<int>(f0));
+  return BytesFromU32s(f0, f1, f2, f3);
 }
 
 // Two consecutive halves at p as floats in lanes 0 and 1.
-HWY_INLINE __m128 TwoHalves(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(v)));
+HWY_INLINE hn::Vec64<float> TwoHalves(const uint8_t* p) {
+  const hn::Full64<float> df;
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, decltype(df)>(),
+                                     reinterpret_cast<const hwy::float16_t*>(p)));
 }
 
-HWY_INLINE __m128 OneHalf(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+HWY_INLINE hn::Vec32<float> OneHalf(const uint8_t* p) {
+  const hn::Full32<float> df;
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, decltype(df)>(),
+                                     reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+// Lane 0 of v in every lane (vbroadcastss).
+template <class V>
+HWY_INLINE hn::Vec<DF> Broadcast0(V v) {
+  return hn::Set(DF(), hn::GetLane(v));
 }
 
 // Q4_K and Q5_K. Group g is half (g % 2) of sub-block s = g / 2, whose codes are
@@ -238,55 +272,59 @@ struct DecodeQ45K {
   static constexpr bool kChunkScale = true;
   static constexpr bool kHasTail = false;
   static constexpr size_t kQs = kQ5 ? offsetof(BlockQ5_K, qs) : offsetof(BlockQ4_K, qs);
-  __m512i idx[4], idx_h[4], nib, shift, rot;
-  __m512i spread_sc, spread_m;
-  __m512 d_factor;
+  hn::Vec<DU32> idx[4], idx_h[4], nib, shift, rot;
+  hn::Vec<DU8> spread_sc, spread_m;
+  hn::Vec<DF> d_factor;
   DecodeQ45K() {
     for (int k = 0; k < 4; ++k) {
-      idx[k] = LanesI32([k](int g) { return 8 * (g >> 2) + 4 * (g & 1) + k; });
-      idx_h[k] = LanesI32([k](int g) { return 4 * (g & 1) + k; });  // qh dword
+      idx[k] = LanesU32([k](int g) { return 8 * (g >> 2) + 4 * (g & 1) + k; });
+      idx_h[k] = LanesU32([k](int g) { return 4 * (g & 1) + k; });  // qh dword
     }
-    nib = LanesI32([](int g) { return ((g >> 1) & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu; });
-    shift = LanesI32([](int g) { return 4 * ((g >> 1) & 1); });
-    rot = LanesI32([](int g) { return (4 - g / 2) & 31; });  // qh bit g / 2 -> bit 4
+    nib = LanesU32([](int g) { return ((g >> 1) & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu; });
+    shift = LanesU32([](int g) { return 4 * ((g >> 1) & 1); });
+    rot = LanesU32([](int g) { return (4 - g / 2) & 31; });  // qh bit g / 2 -> bit 4
     // vpermb indices: byte 4g takes scale byte g / 2 (sc) or 8 + g / 2 (m).
     alignas(64) uint8_t isc[64] = {}, im[64] = {};
     for (int g = 0; g < 16; ++g) {
       isc[4 * g] = static_cast<uint8_t>(g / 2);
       im[4 * g] = static_cast<uint8_t>(8 + g / 2);
     }
-    spread_sc = _mm512_load_si512(isc);
-    spread_m = _mm512_load_si512(im);
+    spread_sc = hn::Load(DU8(), isc);
+    spread_m = hn::Load(DU8(), im);
     d_factor = LanesF32([](int g) { return (!kQ5 && ((g >> 1) & 1)) ? 1.0f / 16 : 1.0f; });
   }
   HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t sb) const {
+    const DU8 du8;
+    const DU32 du32;
+    const DF df;
     const uint8_t* blk = row + sb * kBytes;
-    const __m512i q0 = _mm512_loadu_si512(blk + kQs);
-    const __m512i q1 = _mm512_loadu_si512(blk + kQs + 64);
+    const auto q0 = hn::BitCast(du32, hn::LoadU(du8, blk + kQs));
+    const auto q1 = hn::BitCast(du32, hn::LoadU(du8, blk + kQs + 64));
     ChunkRegs r;
     if constexpr (kQ5) {
-      const __m512i qh = _mm512_zextsi256_si512(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ5_K, qh))));
-      const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+      const auto qh = hn::BitCast(
+          du32,
+          hn::ZeroExtendVector(du8, hn::LoadU(hn::Half<DU8>(), blk + offsetof(BlockQ5_K, qh))));
+      const auto low4 = hn::BitCast(du32, hn::Set(du8, 0x0F));
+      const auto bit4 = hn::BitCast(du32, hn::Set(du8, 0x10));
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const __m512i lo = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_permutex2var_epi32(q0, idx[k], q1), shift), low4);
-        const __m512i hb = _mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], qh), rot);
-        r.c[k] = _mm512_ternarylogic_epi32(lo, hb, bit4, 0xF8);  // lo | (hb & bit4)
+        const auto lo = hn::And(TwoTablesLookupLanes32(q0, idx[k], q1) >> shift, low4);
+        const auto hb =
+            RotateLeftVar(hn::TableLookupLanes(qh, hn::IndicesFromVec(du32, idx_h[k])), rot);
+        r.c[k] = hn::BitCast(du8, hn::OrAnd(lo, hb, bit4));  // lo | (hb & bit4)
       }
     } else {
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k)
-        r.c[k] = _mm512_and_si512(_mm512_permutex2var_epi32(q0, idx[k], q1), nib);
+        r.c[k] = hn::BitCast(du8, hn::And(TwoTablesLookupLanes32(q0, idx[k], q1), nib));
     }
-    const __m512i sm = _mm512_castsi128_si512(ScalesMinsK4(blk + offsetof(BlockQ4_K, scales)));
-    constexpr __mmask64 kDwordLow = 0x1111111111111111ull;
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(kDwordLow, spread_sc, sm));
-    const __m512 mn = _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(kDwordLow, spread_m, sm));
-    const __m128 dd = TwoHalves(blk);  // d, dmin (same offsets in both types)
-    r.a = _mm512_mul_ps(sc, _mm512_mul_ps(_mm512_broadcastss_ps(dd), d_factor));
-    r.b = _mm512_mul_ps(mn, _mm512_broadcastss_ps(_mm_movehdup_ps(dd)));
+    const auto sm = ScalesMinsK4(blk + offsetof(BlockQ4_K, scales));
+    const auto sc = hn::ConvertTo(df, BytesToDwords(spread_sc, sm));
+    const auto mn = hn::ConvertTo(df, BytesToDwords(spread_m, sm));
+    const auto dd = TwoHalves(blk);  // d, dmin (same offsets in both types)
+    r.a = hn::Mul(sc, hn::Mul(Broadcast0(dd), d_factor));
+    r.b = hn::Mul(mn, Broadcast0(hn::DupOdd(dd)));
     return r;
   }
 };
@@ -298,34 +336,40 @@ struct DecodeQ6K {
   static constexpr size_t kChunkBytes = sizeof(BlockQ6_K);
   static constexpr bool kChunkScale = true;
   static constexpr bool kHasTail = false;
-  __m512i idx_l[4], idx_h[4], shift, rot;
+  hn::Vec<DU32> idx_l[4], idx_h[4], shift, rot;
   DecodeQ6K() {
     for (int k = 0; k < 4; ++k) {
       idx_l[k] =
-          LanesI32([k](int g) { return 16 * (g / 8) + 8 * ((g / 2) % 2) + 4 * (g % 2) + k; });
-      idx_h[k] = LanesI32([k](int g) { return 8 * (g / 8) + 4 * (g % 2) + k; });
+          LanesU32([k](int g) { return 16 * (g / 8) + 8 * ((g / 2) % 2) + 4 * (g % 2) + k; });
+      idx_h[k] = LanesU32([k](int g) { return 8 * (g / 8) + 4 * (g % 2) + k; });
     }
-    shift = LanesI32([](int g) { return 4 * ((g / 4) % 2); });
-    rot = LanesI32([](int g) { return (4 - 2 * ((g / 2) % 4)) & 31; });  // bits 2j -> 4
+    shift = LanesU32([](int g) { return 4 * ((g / 4) % 2); });
+    rot = LanesU32([](int g) { return (4 - 2 * ((g / 2) % 4)) & 31; });  // bits 2j -> 4
   }
   HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t sb) const {
+    const DU8 du8;
+    const DU32 du32;
+    const DI32 di32;
+    const DF df;
     const uint8_t* blk = row + sb * sizeof(BlockQ6_K);
-    const __m512i l0 = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql));
-    const __m512i l1 = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, ql) + 64);
-    const __m512i qh = _mm512_loadu_si512(blk + offsetof(BlockQ6_K, qh));
-    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const auto l0 = hn::BitCast(du32, hn::LoadU(du8, blk + offsetof(BlockQ6_K, ql)));
+    const auto l1 = hn::BitCast(du32, hn::LoadU(du8, blk + offsetof(BlockQ6_K, ql) + 64));
+    const auto qh = hn::BitCast(du32, hn::LoadU(du8, blk + offsetof(BlockQ6_K, qh)));
+    const auto low4 = hn::BitCast(du32, hn::Set(du8, 0x0F));
+    const auto bits45 = hn::BitCast(du32, hn::Set(du8, 0x30));
     ChunkRegs r;
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, idx_l[k], l1), shift);
-      const __m512i hi =
-          _mm512_and_si512(_mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], qh), rot), bits45);
-      r.c[k] = _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC);  // (lo & low4) | hi
+      const auto lo = TwoTablesLookupLanes32(l0, idx_l[k], l1) >> shift;
+      const auto hi = hn::And(
+          RotateLeftVar(hn::TableLookupLanes(qh, hn::IndicesFromVec(du32, idx_h[k])), rot), bits45);
+      r.c[k] = hn::BitCast(du8, hn::OrAnd(hi, lo, low4));  // (lo & low4) | hi
     }
-    const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ6_K, scales)))));
-    r.a = _mm512_mul_ps(sc, _mm512_broadcastss_ps(OneHalf(blk + offsetof(BlockQ6_K, d))));
-    r.b = _mm512_mul_ps(r.a, _mm512_set1_ps(32.0f));
+    const hn::Rebind<int8_t, DI32> di8;
+    const auto* scales = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
+    const auto sc = hn::ConvertTo(df, hn::PromoteTo(di32, hn::LoadU(di8, scales)));
+    r.a = hn::Mul(sc, Broadcast0(OneHalf(blk + offsetof(BlockQ6_K, d))));
+    r.b = hn::Mul(r.a, hn::Set(df, 32.0f));
     return r;
   }
 };
@@ -340,47 +384,53 @@ struct DecodeQ23K {
   static constexpr bool kChunkScale = true;
   static constexpr bool kHasTail = false;
   static constexpr size_t kQs = kQ3 ? offsetof(BlockQ3_K, qs) : offsetof(BlockQ2_K, qs);
-  __m512i idx[4], idx_h[4], shift, rot;
+  hn::Vec<DU32> idx[4], idx_h[4], shift, rot;
   DecodeQ23K() {
     for (int k = 0; k < 4; ++k) {
-      idx[k] = LanesI32([k](int g) { return 8 * (g / 8) + 4 * (g % 2) + k; });
-      idx_h[k] = LanesI32([k](int g) { return 4 * (g % 2) + k; });
+      idx[k] = LanesU32([k](int g) { return 8 * (g / 8) + 4 * (g % 2) + k; });
+      idx_h[k] = LanesU32([k](int g) { return 4 * (g % 2) + k; });
     }
-    shift = LanesI32([](int g) { return 2 * ((g / 2) % 4); });
-    rot = LanesI32([](int g) { return (2 - g / 2) & 31; });  // hmask bit g / 2 -> bit 2
+    shift = LanesU32([](int g) { return 2 * ((g / 2) % 4); });
+    rot = LanesU32([](int g) { return (2 - g / 2) & 31; });  // hmask bit g / 2 -> bit 2
   }
   HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t sb) const {
+    const DU8 du8;
+    const DU32 du32;
+    const DI32 di32;
+    const DF df;
     const uint8_t* blk = row + sb * kBytes;
-    const __m512i qs = _mm512_loadu_si512(blk + kQs);
-    const __m512i low2 = _mm512_set1_epi8(0x03);
+    const auto qs = hn::BitCast(du32, hn::LoadU(du8, blk + kQs));
+    const auto low2 = hn::BitCast(du32, hn::Set(du8, 0x03));
     ChunkRegs r;
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
-      const __m512i lo =
-          _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(idx[k], qs), shift), low2);
+      const auto lo =
+          hn::And(hn::TableLookupLanes(qs, hn::IndicesFromVec(du32, idx[k])) >> shift, low2);
       if constexpr (kQ3) {
-        const __m512i hm = _mm512_zextsi256_si512(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + offsetof(BlockQ3_K, hmask))));
-        const __m512i hb = _mm512_rolv_epi32(_mm512_permutexvar_epi32(idx_h[k], hm), rot);
-        r.c[k] = _mm512_ternarylogic_epi32(lo, hb, _mm512_set1_epi8(0x04), 0xF8);
+        const auto hm = hn::BitCast(
+            du32, hn::ZeroExtendVector(
+                      du8, hn::LoadU(hn::Half<DU8>(), blk + offsetof(BlockQ3_K, hmask))));
+        const auto hb =
+            RotateLeftVar(hn::TableLookupLanes(hm, hn::IndicesFromVec(du32, idx_h[k])), rot);
+        r.c[k] = hn::BitCast(du8, hn::OrAnd(lo, hb, hn::BitCast(du32, hn::Set(du8, 0x04))));
       } else {
-        r.c[k] = lo;
+        r.c[k] = hn::BitCast(du8, lo);
       }
     }
     if constexpr (kQ3) {
-      const __m512 sc = _mm512_cvtepi32_ps(
-          _mm512_sub_epi32(_mm512_cvtepu8_epi32(ScalesQ3K(blk + offsetof(BlockQ3_K, scales))),
-                           _mm512_set1_epi32(32)));
-      r.a = _mm512_mul_ps(sc, _mm512_broadcastss_ps(OneHalf(blk + offsetof(BlockQ3_K, d))));
-      r.b = _mm512_mul_ps(r.a, _mm512_set1_ps(4.0f));
+      const auto sc = hn::ConvertTo(
+          df, hn::Sub(hn::PromoteTo(di32, ScalesQ3K(blk + offsetof(BlockQ3_K, scales))),
+                      hn::Set(di32, 32)));
+      r.a = hn::Mul(sc, Broadcast0(OneHalf(blk + offsetof(BlockQ3_K, d))));
+      r.b = hn::Mul(r.a, hn::Set(df, 4.0f));
     } else {
-      const __m512i s = _mm512_cvtepu8_epi32(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + offsetof(BlockQ2_K, scales))));
-      const __m128 dd = TwoHalves(blk + offsetof(BlockQ2_K, d));  // d, dmin
-      r.a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(s, _mm512_set1_epi32(0xF))),
-                          _mm512_broadcastss_ps(dd));
-      r.b = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(s, 4)),
-                          _mm512_broadcastss_ps(_mm_movehdup_ps(dd)));
+      const auto s = hn::PromoteTo(
+          du32, hn::LoadU(hn::Rebind<uint8_t, DU32>(), blk + offsetof(BlockQ2_K, scales)));
+      const auto dd = TwoHalves(blk + offsetof(BlockQ2_K, d));  // d, dmin
+      r.a = hn::Mul(hn::ConvertTo(df, hn::BitCast(di32, hn::And(s, hn::Set(du32, 0xF)))),
+                    Broadcast0(dd));
+      r.b = hn::Mul(hn::ConvertTo(df, hn::BitCast(di32, hn::ShiftRight<4>(s))),
+                    Broadcast0(hn::DupOdd(dd)));
     }
     return r;
   }

@@ -165,26 +165,83 @@ void PortableLegacy(const MatmulChunk& c) {
 
 #if HWY_TARGET == HWY_AVX3_DL
 // ---------------------------------------------------------------------------
+// Raw x86 intrinsics of the register decoders below, each for an instruction
+// that Highway 1.0.3 cannot express (vpermt2d: TwoTablesLookupLanes32 in
+// quant_tile-inl.h; vpdpbusd: simd_dot-inl.h).
+
+// vpermt2b (VBMI), bytes idx[i] of the 128 bytes lo:hi: Highway 1.0.3 has no
+// two-table permute, and its byte lookups stay within 128-bit blocks.
+HWY_INLINE hn::Vec<DU8> TwoTablesLookupBytes(hn::Vec<DU8> lo, hn::Vec<DU8> idx, hn::Vec<DU8> hi) {
+  return hn::Vec<DU8>{_mm512_permutex2var_epi8(lo.raw, idx.raw, hi.raw)};
+}
+
+// vpermw: Highway 1.0.3's TableLookupLanes has no 16-bit lanes.
+HWY_INLINE hn::Vec<DU16> TableLookupWords(hn::Vec<DU16> v, hn::Vec<DU16> idx) {
+  return hn::Vec<DU16>{_mm512_permutexvar_epi16(idx.raw, v.raw)};
+}
+
+// vpshufbitqmb (BITALG), mask bit j = bit ctl[j] of the qword of `bits` holding
+// byte j: Highway 1.0.3 has no bit gather.
+HWY_INLINE hn::Mask<DU8> BitShuffleMask(hn::Vec<DU64> bits, hn::Vec<DU8> ctl) {
+  return hn::Mask<DU8>{_mm512_bitshuffle_epi64_mask(bits.raw, ctl.raw)};
+}
+HWY_INLINE hn::Mask<hn::Half<DU8>> BitShuffleMask(hn::Vec<hn::Half<DU64>> bits,
+                                                  hn::Vec<hn::Half<DU8>> ctl) {
+  return hn::Mask<hn::Half<DU8>>{_mm256_bitshuffle_epi64_mask(bits.raw, ctl.raw)};
+}
+
+// vpmovdw, the low 16 bits of each dword: Highway 1.0.3's TruncateTo is vpermw
+// plus a table load.
+HWY_INLINE hn::Vec<hn::Rebind<uint16_t, DI32>> TruncateToU16(hn::Vec<DI32> v) {
+  return hn::Vec<hn::Rebind<uint16_t, DI32>>{_mm512_cvtepi32_epi16(v.raw)};
+}
+
+// The Q8_0 gather of DecodeQ8_0: the 8-row tile spills registers, and there
+// GCC's allocation follows the exact instructions. Highway 1.0.3's Combine (a
+// zero-extension, then vinserti32x8) and its blends (IfThenElse: a merge-masked
+// move tied to its destination; ConcatUpperLower: vpblendmw) compute the same
+// but measured 2-6% slower at 8 rows (bench Matmul/Q8_0/M:8); with these two
+// the loop compiles to the instructions it had before Highway.
+//
+// vinserti64x4, hi above lo (lo's upper half is not zeroed first).
+HWY_INLINE hn::Vec<DU32> InsertUpper256(hn::Vec<hn::Half<DU32>> lo, hn::Vec<hn::Half<DU32>> hi) {
+  return hn::Vec<DU32>{_mm512_inserti64x4(_mm512_castsi256_si512(lo.raw), hi.raw, 1)};
+}
+// vpblendmd with the constant mask 0xFF00: lanes 0-7 of lo, 8-15 of hi.
+HWY_INLINE hn::Vec<DU32> BlendUpper256(hn::Vec<DU32> lo, hn::Vec<DU32> hi) {
+  return hn::Vec<DU32>{_mm512_mask_blend_epi32(0xFF00, lo.raw, hi.raw)};
+}
+
+// ---------------------------------------------------------------------------
 // Register decoders (AVX-512 VBMI/VNNI/BITALG). Lane g = 2i + h of c[k] holds
 // elements 16h + 4k .. 16h + 4k + 3 of block i: dword k of the block's 16 code
 // bytes, low nibble for h = 0, high for h = 1 (Q8_0: dword 4h + k of its 32).
 
+// Mask of the lanes whose bits are set in `bits` (a constant or a flag: kmov).
+template <class D>
+HWY_INLINE hn::Mask<D> MaskOfBits(D d, uint64_t bits) {
+  uint8_t bytes[8];
+  std::memcpy(bytes, &bits, 8);
+  return hn::LoadMaskBits(d, bytes);
+}
+
 // 64 bytes of a chunk from byte `at`: a plain load when the chunk is whole
 // (kFull), else masked to its first `valid` bytes, never reading past them.
 template <bool kFull>
-HWY_INLINE __m512i Window(const uint8_t* base, int at, int valid) {
-  if constexpr (kFull) return _mm512_loadu_si512(base + at);
+HWY_INLINE hn::Vec<DU8> Window(const uint8_t* base, int at, int valid) {
+  const DU8 du8;
+  if constexpr (kFull) return hn::LoadU(du8, base + at);
   const int left = valid - at;
-  const __mmask64 m = left >= 64 ? ~__mmask64{0} : left <= 0 ? 0 : (__mmask64{1} << left) - 1;
-  return _mm512_maskz_loadu_epi8(m, base + at);
+  const uint64_t bits = left >= 64 ? ~uint64_t{0} : left <= 0 ? 0 : (uint64_t{1} << left) - 1;
+  return hn::MaskedLoad(MaskOfBits(du8, bits), du8, base + at);
 }
 
 // 64 byte indices into a pair of windows from f(result byte).
 template <class F>
-HWY_INLINE __m512i ByteIndices(F f) {
+HWY_INLINE hn::Vec<DU8> ByteIndices(F f) {
   alignas(64) uint8_t v[64];
   for (int e = 0; e < 64; ++e) v[e] = static_cast<uint8_t>(f(e));
-  return _mm512_load_si512(v);
+  return hn::Load(DU8(), v);
 }
 
 // Q4_0, Q4_1, Q5_0, Q5_1: a chunk is 144 to 192 bytes, three 64-byte windows:
@@ -203,10 +260,11 @@ struct DecodeNibbles {
   static_assert(3 * kBytes + kQs + 16 <= 128 && 4 * kBytes + kQs >= 64 && 3 * kBytes + 8 <= 128 &&
                     kChunkBytes >= 128 && kChunkBytes <= 192,
                 "code bytes and the first four headers must fit the windows");
-  __m512i idx[4], ctl[4], nib, shift;
-  __m512i z0_idx, z1_idx, head_lo_idx, head_hi_idx, d_idx, m_idx;
-  __mmask8 head_hi;  // header qwords taken from W1:W2
-  __m512 a_factor;
+  hn::Vec<DU32> idx[4], nib, shift;
+  hn::Vec<DU8> ctl[4], z0_idx, z1_idx, head_lo_idx, head_hi_idx;
+  hn::Vec<DU16> d_idx, m_idx;
+  hn::Mask<DU64> head_hi;  // header qwords taken from W1:W2
+  hn::Vec<DF> a_factor;
 
   static constexpr int kW2 = static_cast<int>(kChunkBytes) - 64;  // W2's first byte
   // Index into the table pair (W1, W2) of chunk byte `at` (64 <= at < 192).
@@ -214,17 +272,18 @@ struct DecodeNibbles {
 
   DecodeNibbles() {
     for (int k = 0; k < 4; ++k) {
-      idx[k] = LanesI32([k](int g) { return 4 * (g >> 1) + k; });
+      idx[k] = LanesU32([k](int g) { return 4 * (g >> 1) + k; });
       // High bits: byte 4h + b of qword i selects bit 16h + 4k + b of block i's qh.
       ctl[k] = ByteIndices([k](int e) { return 16 * ((e / 4) % 2) + 4 * k + e % 4; });
     }
-    nib = LanesI32([](int g) { return (g & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu; });
-    shift = LanesI32([](int g) { return 4 * (g & 1); });
+    nib = LanesU32([](int g) { return (g & 1) ? 0xF0F0F0F0u : 0x0F0F0F0Fu; });
+    shift = LanesU32([](int g) { return 4 * (g & 1); });
     z0_idx = ByteIndices([](int e) { return (e / 16) * kBytes + kQs + e % 16; });
     z1_idx = ByteIndices([](int e) { return W12Index((4 + e / 16) * kBytes + kQs + e % 16); });
-    head_hi = 0;
+    uint64_t head_hi_bits = 0;
     for (int i = 0; i < 8; ++i)
-      if (i * kBytes + 8 > 128) head_hi |= static_cast<__mmask8>(1u << i);
+      if (i * kBytes + 8 > 128) head_hi_bits |= uint64_t{1} << i;
+    head_hi = MaskOfBits(DU64(), head_hi_bits);
     head_lo_idx = ByteIndices([](int e) {
       const int at = (e / 8) * kBytes + e % 8;
       return at < 128 ? at : 0;
@@ -239,8 +298,8 @@ struct DecodeNibbles {
       dw[j] = static_cast<uint16_t>(4 * (j / 2));
       mw[j] = static_cast<uint16_t>(4 * (j / 2) + 1);
     }
-    d_idx = _mm512_load_si512(dw);
-    m_idx = _mm512_load_si512(mw);
+    d_idx = hn::Load(DU16(), dw);
+    m_idx = hn::Load(DU16(), mw);
     // Q4 high nibbles stay in place (16 times the code): fold 1/16 into a (exact).
     a_factor = LanesF32([](int g) { return (!L::kHigh && (g & 1)) ? 1.0f / 16 : 1.0f; });
   }
@@ -251,80 +310,91 @@ struct DecodeNibbles {
   HWY_INLINE ChunkRegs Masked(const uint8_t* row, int64_t ch, int tail) const {
     return Decode<false>(row + ch * kChunkBytes, tail * kBytes);
   }
+
+  // The halves d and m of the header's blocks as floats, lane 2i + h from block i.
+  HWY_INLINE hn::Vec<hn::Rebind<hwy::float16_t, DF>> HeaderHalves(hn::Vec<DU8> head,
+                                                                  hn::Vec<DU16> word_idx) const {
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    return hn::BitCast(df16, hn::LowerHalf(TableLookupWords(hn::BitCast(DU16(), head), word_idx)));
+  }
+
   // A tail of at most four blocks: all in W0:W1, groups 0-7 in 256-bit vectors.
   HWY_INLINE HalfRegs Half(const uint8_t* row, int64_t ch, int tail) const {
+    const DU32 du32;
+    const hn::Half<DU8> dh8;
+    const hn::Half<DF> dhf;
     const uint8_t* base = row + ch * kChunkBytes;
     const int valid = tail * kBytes;
-    const __m512i w0 = Window<false>(base, 0, valid);
-    const __m512i w1 = Window<false>(base, 64, valid);
-    const __m512i z0 = _mm512_permutex2var_epi8(w0, z0_idx, w1);
-    const __m512i head = _mm512_permutex2var_epi8(w0, head_lo_idx, w1);
+    const auto w0 = Window<false>(base, 0, valid);
+    const auto w1 = Window<false>(base, 64, valid);
+    const auto z0 = hn::BitCast(du32, TwoTablesLookupBytes(w0, z0_idx, w1));
+    const auto head = TwoTablesLookupBytes(w0, head_lo_idx, w1);
     HalfRegs r;
     if constexpr (L::kHigh) {
-      const __m256i qh =
-          _mm512_castsi512_si256(_mm512_srli_epi64(head, 8 * static_cast<int>(L::kQh)));
-      const __m256i low4 = _mm256_set1_epi8(0x0F), sixteen = _mm256_set1_epi8(16);
+      const auto qh =
+          hn::LowerHalf(hn::ShiftRight<8 * static_cast<int>(L::kQh)>(hn::BitCast(DU64(), head)));
+      const auto low4 = hn::Set(dh8, 0x0F), sixteen = hn::Set(dh8, 16);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const __m256i lo = _mm256_and_si256(
-            _mm256_srlv_epi32(_mm512_castsi512_si256(_mm512_permutexvar_epi32(idx[k], z0)),
-                              _mm512_castsi512_si256(shift)),
-            low4);
-        r.c[k] = _mm256_mask_add_epi8(
-            lo, _mm256_bitshuffle_epi64_mask(qh, _mm512_castsi512_si256(ctl[k])), lo, sixteen);
+        const auto lo = hn::And(hn::BitCast(dh8, hn::LowerHalf(hn::TableLookupLanes(
+                                                     z0, hn::IndicesFromVec(du32, idx[k]))) >>
+                                                     hn::LowerHalf(shift)),
+                                low4);
+        r.c[k] =
+            hn::IfThenElse(BitShuffleMask(qh, hn::LowerHalf(ctl[k])), hn::Add(lo, sixteen), lo);
       }
     } else {
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k)
-        r.c[k] = _mm256_and_si256(_mm512_castsi512_si256(_mm512_permutexvar_epi32(idx[k], z0)),
-                                  _mm512_castsi512_si256(nib));
+        r.c[k] = hn::BitCast(
+            dh8, hn::And(hn::LowerHalf(hn::TableLookupLanes(z0, hn::IndicesFromVec(du32, idx[k]))),
+                         hn::LowerHalf(nib)));
     }
-    const __m256 d = _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(d_idx, head)));
-    r.a = _mm256_mul_ps(d, _mm512_castps512_ps256(a_factor));
+    const auto d = hn::PromoteTo(dhf, hn::LowerHalf(HeaderHalves(head, d_idx)));
+    r.a = hn::Mul(d, hn::LowerHalf(a_factor));
     if constexpr (L::kMin) {
-      const __m256 m =
-          _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi16(m_idx, head)));
-      r.b = _mm256_xor_ps(m, _mm256_set1_ps(-0.0f));  // -m
+      r.b = hn::Neg(hn::PromoteTo(dhf, hn::LowerHalf(HeaderHalves(head, m_idx))));  // -m
     } else {
-      r.b = _mm256_mul_ps(d, _mm256_set1_ps(L::kOffset));
+      r.b = hn::Mul(d, hn::Set(dhf, L::kOffset));
     }
     return r;
   }
 
   template <bool kFull>
   HWY_INLINE ChunkRegs Decode(const uint8_t* base, int valid) const {
-    const __m512i w0 = Window<kFull>(base, 0, valid);
-    const __m512i w1 = Window<kFull>(base, 64, valid);
-    const __m512i w2 = Window<kFull>(base, kW2, valid);
-    const __m512i z0 = _mm512_permutex2var_epi8(w0, z0_idx, w1);
-    const __m512i z1 = _mm512_permutex2var_epi8(w1, z1_idx, w2);
-    const __m512i head =
-        _mm512_mask_blend_epi64(head_hi, _mm512_permutex2var_epi8(w0, head_lo_idx, w1),
-                                _mm512_permutex2var_epi8(w1, head_hi_idx, w2));
+    const DU8 du8;
+    const DU32 du32;
+    const DF df;
+    const auto w0 = Window<kFull>(base, 0, valid);
+    const auto w1 = Window<kFull>(base, 64, valid);
+    const auto w2 = Window<kFull>(base, kW2, valid);
+    const auto z0 = hn::BitCast(du32, TwoTablesLookupBytes(w0, z0_idx, w1));
+    const auto z1 = hn::BitCast(du32, TwoTablesLookupBytes(w1, z1_idx, w2));
+    const auto head = hn::BitCast(
+        du8, hn::IfThenElse(head_hi, hn::BitCast(DU64(), TwoTablesLookupBytes(w1, head_hi_idx, w2)),
+                            hn::BitCast(DU64(), TwoTablesLookupBytes(w0, head_lo_idx, w1))));
     ChunkRegs r;
     if constexpr (L::kHigh) {
-      const __m512i qh = _mm512_srli_epi64(head, 8 * static_cast<int>(L::kQh));
-      const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+      const auto qh = hn::ShiftRight<8 * static_cast<int>(L::kQh)>(hn::BitCast(DU64(), head));
+      const auto low4 = hn::Set(du8, 0x0F), sixteen = hn::Set(du8, 16);
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k) {
-        const __m512i lo = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_permutex2var_epi32(z0, idx[k], z1), shift), low4);
-        r.c[k] = _mm512_mask_add_epi8(lo, _mm512_bitshuffle_epi64_mask(qh, ctl[k]), lo, sixteen);
+        const auto lo =
+            hn::And(hn::BitCast(du8, TwoTablesLookupLanes32(z0, idx[k], z1) >> shift), low4);
+        r.c[k] = hn::IfThenElse(BitShuffleMask(qh, ctl[k]), hn::Add(lo, sixteen), lo);
       }
     } else {
 #pragma GCC unroll 4
       for (int k = 0; k < 4; ++k)
-        r.c[k] = _mm512_and_si512(_mm512_permutex2var_epi32(z0, idx[k], z1), nib);
+        r.c[k] = hn::BitCast(du8, hn::And(TwoTablesLookupLanes32(z0, idx[k], z1), nib));
     }
     // Past a tail chunk's blocks the header is zero, so a = b = 0 there.
-    const __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(d_idx, head)));
-    r.a = _mm512_mul_ps(d, a_factor);
+    const auto d = hn::PromoteTo(df, HeaderHalves(head, d_idx));
+    r.a = hn::Mul(d, a_factor);
     if constexpr (L::kMin) {
-      const __m512 m =
-          _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(m_idx, head)));
-      r.b = _mm512_xor_ps(m, _mm512_set1_ps(-0.0f));  // -m
+      r.b = hn::Neg(hn::PromoteTo(df, HeaderHalves(head, m_idx)));  // -m
     } else {
-      r.b = _mm512_mul_ps(d, _mm512_set1_ps(L::kOffset));
+      r.b = hn::Mul(d, hn::Set(df, L::kOffset));
     }
     return r;
   }
@@ -338,11 +408,11 @@ struct DecodeQ8_0 {
   static constexpr size_t kChunkBytes = kBlocksPerChunk * sizeof(BlockQ8_0);
   static constexpr bool kChunkScale = false;
   static constexpr bool kHasTail = true;
-  __m512i idx[4];
+  hn::Vec<DU32> idx[4];
 
   DecodeQ8_0() {
     for (int k = 0; k < 4; ++k)
-      idx[k] = LanesI32([k](int g) { return 8 * ((g >> 1) & 3) + 4 * (g & 1) + k; });
+      idx[k] = LanesU32([k](int g) { return 8 * ((g >> 1) & 3) + 4 * (g & 1) + k; });
   }
 
   HWY_INLINE ChunkRegs operator()(const uint8_t* row, int64_t ch) const {
@@ -353,61 +423,71 @@ struct DecodeQ8_0 {
   }
   // A tail of at most four blocks: groups 0-7 in 256-bit vectors.
   HWY_INLINE HalfRegs Half(const uint8_t* row, int64_t ch, int tail) const {
+    const hn::Half<DU8> dh8;
+    const hn::Half<DF> dhf;
     const uint8_t* base = row + ch * kChunkBytes;
-    const __m512i za = TwoBlocks<true>(base, 0, tail), zb = TwoBlocks<true>(base, 1, tail);
-    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // q -> q + 128
+    const auto za = TwoBlocks<true>(base, 0, tail), zb = TwoBlocks<true>(base, 1, tail);
+    const auto flip = hn::Set(dh8, 0x80);  // q -> q + 128
     HalfRegs r;
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k)
       r.c[k] =
-          _mm256_xor_si256(_mm512_castsi512_si256(_mm512_permutex2var_epi32(za, idx[k], zb)), flip);
-    r.a = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm512_cvtepi32_epi16(Heads<true>(base, tail))));
-    r.b = _mm256_mul_ps(r.a, _mm256_set1_ps(LayoutQ8_0::kOffset));
+          hn::Xor(hn::BitCast(dh8, hn::LowerHalf(TwoTablesLookupLanes32(za, idx[k], zb))), flip);
+    const hn::Rebind<hwy::float16_t, decltype(dhf)> df16;
+    r.a = hn::PromoteTo(dhf,
+                        hn::BitCast(df16, hn::LowerHalf(TruncateToU16(Heads<true>(base, tail)))));
+    r.b = hn::Mul(r.a, hn::Set(dhf, LayoutQ8_0::kOffset));
     return r;
   }
 
   // Lanes 2i, 2i + 1: block i's first dword (d in its low half), for i < n.
   template <bool kTail>
-  HWY_INLINE __m512i Heads(const uint8_t* base, int n) const {
-    __m512i head = _mm512_setzero_si512();
+  HWY_INLINE hn::Vec<DI32> Heads(const uint8_t* base, int n) const {
+    const DI32 di32;
+    auto head = hn::Zero(di32);
 #pragma GCC unroll 8
     for (int i = 0; i < kBlocksPerChunk; ++i) {
       if (kTail && i >= n) break;
       int32_t v;
       std::memcpy(&v, base + i * kBytes, 4);
-      head = _mm512_mask_set1_epi32(head, static_cast<__mmask16>(3u << (2 * i)), v);
+      head = hn::IfThenElse(MaskOfBits(di32, 3u << (2 * i)), hn::Set(di32, v), head);
     }
     return head;
   }
 
   // Block i's 32 code bytes (zeros past the n blocks of a tail chunk).
   template <bool kTail>
-  HWY_INLINE __m256i Codes(const uint8_t* base, int i, int n) const {
+  HWY_INLINE hn::Vec<hn::Half<DU32>> Codes(const uint8_t* base, int i, int n) const {
+    const hn::Half<DU32> d;
     const uint8_t* p = base + i * kBytes + offsetof(BlockQ8_0, qs);
-    if constexpr (kTail) return _mm256_maskz_loadu_epi32(i < n ? 0xFF : 0, p);
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (kTail)
+      return hn::MaskedLoad(MaskOfBits(d, i < n ? 0xFF : 0), d,
+                            reinterpret_cast<const uint32_t*>(p));
+    return hn::BitCast(d, hn::LoadU(hn::Half<DU8>(), p));
   }
+  // Blocks 2j and 2j + 1.
   template <bool kTail>
-  HWY_INLINE __m512i TwoBlocks(const uint8_t* base, int j, int n) const {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(Codes<kTail>(base, 2 * j, n)),
-                              Codes<kTail>(base, 2 * j + 1, n), 1);
+  HWY_INLINE hn::Vec<DU32> TwoBlocks(const uint8_t* base, int j, int n) const {
+    return InsertUpper256(Codes<kTail>(base, 2 * j, n), Codes<kTail>(base, 2 * j + 1, n));
   }
 
   template <bool kTail>
   HWY_INLINE ChunkRegs Decode(const uint8_t* base, int n) const {
-    const __m512i za = TwoBlocks<kTail>(base, 0, n), zb = TwoBlocks<kTail>(base, 1, n);
-    const __m512i zc = TwoBlocks<kTail>(base, 2, n), zd = TwoBlocks<kTail>(base, 3, n);
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));  // q -> q + 128
+    const DU8 du8;
+    const DU32 du32;
+    const DF df;
+    const auto za = TwoBlocks<kTail>(base, 0, n), zb = TwoBlocks<kTail>(base, 1, n);
+    const auto zc = TwoBlocks<kTail>(base, 2, n), zd = TwoBlocks<kTail>(base, 3, n);
+    const auto flip = hn::Set(du8, 0x80);  // q -> q + 128
     ChunkRegs r;
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k)
-      r.c[k] = _mm512_xor_si512(
-          _mm512_mask_blend_epi32(0xFF00, _mm512_permutex2var_epi32(za, idx[k], zb),
-                                  _mm512_permutex2var_epi32(zc, idx[k], zd)),
-          flip);
-    const __m512i head = Heads<kTail>(base, n);
-    r.a = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(head));
-    r.b = _mm512_mul_ps(r.a, _mm512_set1_ps(LayoutQ8_0::kOffset));
+      r.c[k] = hn::Xor(hn::BitCast(du8, BlendUpper256(TwoTablesLookupLanes32(za, idx[k], zb),
+                                                      TwoTablesLookupLanes32(zc, idx[k], zd))),
+                       flip);
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    r.a = hn::PromoteTo(df, hn::BitCast(df16, TruncateToU16(Heads<kTail>(base, n))));
+    r.b = hn::Mul(r.a, hn::Set(df, LayoutQ8_0::kOffset));
     return r;
   }
 };

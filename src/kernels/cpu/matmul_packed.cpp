@@ -23,19 +23,28 @@
 
 #include "kernels/cpu/matmul_chunk.h"
 #include "kernels/cpu/packed_layout.h"
-
-#if HWY_ARCH_X86
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/simd_dot-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL  // see hwy_targets.h
 #pragma GCC target("avx512vnni")
 #endif
 namespace tandem::kernels::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET == HWY_AVX3_DL
+// Highway ops only: the raw intrinsics this file needs (vpdpbusd, prefetcht1)
+// are the shared helpers of simd_dot-inl.h.
 constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 32 registers
+
+using DU8 = hn::ScalableTag<uint8_t>;  // 512 bits on AVX3_DL
+using DI8 = hn::ScalableTag<int8_t>;
+using DU16 = hn::ScalableTag<uint16_t>;
+using DI32 = hn::ScalableTag<int32_t>;
+using DF = hn::ScalableTag<float>;
+using VU8 = hn::Vec<DU8>;
+using VI32 = hn::Vec<DI32>;
+using VF = hn::Vec<DF>;
 
 // The weights a record will read `ahead` bytes from now, prefetched into L2 in
 // `Parts` slices, one slice per step of its computation, so that requests to
@@ -49,8 +58,7 @@ class RecordPrefetch {
   RecordPrefetch(const uint8_t* rec, int64_t ahead) : at_(ahead > 0 ? rec + ahead : nullptr) {}
   HWY_INLINE void part(int k) const {
     if (!at_) return;
-    for (size_t l = kLines * k / Parts; l < kLines * (k + 1) / Parts; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(at_ + 64 * l), _MM_HINT_T1);
+    for (size_t l = kLines * k / Parts; l < kLines * (k + 1) / Parts; ++l) PrefetchL2(at_ + 64 * l);
   }
 
  private:
@@ -59,14 +67,39 @@ class RecordPrefetch {
 };
 
 // Four activation bytes (one step) of activation row r, as a broadcast operand.
-HWY_INLINE __m512i Step(const int8_t* q, int offset) {
+HWY_INLINE hn::Vec<DI8> Step(const int8_t* q, int offset) {
   int32_t v;
   std::memcpy(&v, q + offset, 4);
-  return _mm512_set1_epi32(v);
+  return hn::BitCast(DI8(), hn::Set(DI32(), v));
 }
 
-HWY_INLINE __m512 HalvesToFloats(const uint8_t* p) {
-  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+// acc + the u8 x i8 products of each dword's four bytes (vpdpbusd).
+HWY_INLINE VI32 Dot(VI32 acc, VU8 w, hn::Vec<DI8> x) { return DotU8S8(DU8(), acc, w, x); }
+
+HWY_INLINE VF HalvesToFloats(const uint8_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> df16;
+  return hn::PromoteTo(DF(), hn::Load(df16, reinterpret_cast<const hwy::float16_t*>(p)));
+}
+
+// 16 bytes at p (16-byte aligned) widened to floats.
+HWY_INLINE VF U8ToFloats(const uint8_t* p) {
+  const DI32 di32;
+  return hn::ConvertTo(DF(), hn::PromoteTo(di32, hn::Load(hn::Rebind<uint8_t, DI32>(), p)));
+}
+HWY_INLINE VF I8ToFloats(const uint8_t* p) {
+  const DI32 di32;
+  return hn::ConvertTo(DF(), hn::PromoteTo(di32, hn::Load(hn::Rebind<int8_t, DI32>(),
+                                                          reinterpret_cast<const int8_t*>(p))));
+}
+
+// Byte vectors shifted within their 16-bit lanes (vpsllw, vpsrlw).
+template <int kBits>
+HWY_INLINE VU8 ShiftLeftWords(VU8 v) {
+  return hn::BitCast(DU8(), hn::ShiftLeft<kBits>(hn::BitCast(DU16(), v)));
+}
+template <int kBits>
+HWY_INLINE VU8 ShiftRightWords(VU8 v) {
+  return hn::BitCast(DU8(), hn::ShiftRight<kBits>(hn::BitCast(DU16(), v)));
 }
 
 // The activation rows of a tile: codes, scales and derived sums.
@@ -97,62 +130,60 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
   // that the dot-product latency is hidden; integer sums, so the split cannot
   // change a result.
   constexpr bool kSplit = R < 4;
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[R];
+  const DU8 du8;
+  const DI32 di32;
+  const DF df;
+  const VU8 low4 = hn::Set(du8, 0x0F);
+  VF acc[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* rec = panel + sb * kQ4KRecordBytes;
     const RecordPrefetch<kQ4KRecordBytes, 32> fetch(rec, prefetch);
-    const __m512 d = HalvesToFloats(rec + 2304), dmin = HalvesToFloats(rec + 2336);
-    __m512 f[R];
+    const VF d = HalvesToFloats(rec + 2304), dmin = HalvesToFloats(rec + 2336);
+    VF f[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) f[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) f[r] = hn::Zero(df);
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
       const uint8_t* sc = rec + 2048 + 32 * s;
-      const __m512 a = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                                         _mm_load_si128(reinterpret_cast<const __m128i*>(sc)))),
-                                     d);
-      const __m512 b = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(
-                                         reinterpret_cast<const __m128i*>(sc + 16)))),
-                                     dmin);
-      __m512i lo_sum[R], hi_sum[R];
+      const VF a = hn::Mul(U8ToFloats(sc), d);
+      const VF b = hn::Mul(U8ToFloats(sc + 16), dmin);
+      VI32 lo_sum[R], hi_sum[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        lo_sum[r] = _mm512_setzero_si512();
-        if constexpr (kSplit) hi_sum[r] = _mm512_setzero_si512();
+        lo_sum[r] = hn::Zero(di32);
+        if constexpr (kSplit) hi_sum[r] = hn::Zero(di32);
       }
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         fetch.part(4 * s + i);
-        const __m512i v = _mm512_load_si512(rec + 64 * (4 * s + i));
-        const __m512i lo = _mm512_and_si512(v, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        const VU8 v = hn::Load(du8, rec + 64 * (4 * s + i));
+        const VU8 lo = hn::And(v, low4);
+        const VU8 hi = hn::And(ShiftRightWords<4>(v), low4);
         const int off = 64 * i + 8 * s;
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const int64_t base = sb * 256;
-          lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], lo, Step(x.q[r] + base, off));
+          lo_sum[r] = Dot(lo_sum[r], lo, Step(x.q[r] + base, off));
           if constexpr (kSplit)
-            hi_sum[r] = _mm512_dpbusd_epi32(hi_sum[r], hi, Step(x.q[r] + base, off + 4));
+            hi_sum[r] = Dot(hi_sum[r], hi, Step(x.q[r] + base, off + 4));
           else
-            lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], hi, Step(x.q[r] + base, off + 4));
+            lo_sum[r] = Dot(lo_sum[r], hi, Step(x.q[r] + base, off + 4));
         }
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i sum = kSplit ? _mm512_add_epi32(lo_sum[r], hi_sum[r]) : lo_sum[r];
-        f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), a, f[r]);
-        f[r] = _mm512_fnmadd_ps(b, _mm512_set1_ps(x.sum32[r][sb * 8 + s]), f[r]);
+        const VI32 sum = kSplit ? hn::Add(lo_sum[r], hi_sum[r]) : lo_sum[r];
+        f[r] = hn::MulAdd(hn::ConvertTo(df, sum), a, f[r]);
+        f[r] = hn::NegMulAdd(b, hn::Set(df, x.sum32[r][sb * 8 + s]), f[r]);
       }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_fmadd_ps(f[r], _mm512_set1_ps(x.gd[r][sb * 16]), acc[r]);
+    for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(f[r], hn::Set(df, x.gd[r][sb * 16]), acc[r]);
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
+  for (int r = 0; r < R; ++r) hn::StoreU(acc[r], df, y + r * ldy);
 }
 
 // Q6_K: as PanelQ4K; group g's step i is at 64i + 4g, and its chain starts from
@@ -169,87 +200,86 @@ template <int R>
 HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
                            int64_t prefetch, float* y, int64_t ldy) {
   constexpr bool kPairs = R < 4;
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-  __m512 acc[R];
+  const DU8 du8;
+  const DI32 di32;
+  const DF df;
+  const VU8 low4 = hn::Set(du8, 0x0F), bits45 = hn::Set(du8, 0x30);
+  VF acc[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const uint8_t* rec = panel + sb * kQ6KRecordBytes;
     const RecordPrefetch<kQ6KRecordBytes, 32> fetch(rec, prefetch);
-    const __m512 d = HalvesToFloats(rec + 3328);
+    const VF d = HalvesToFloats(rec + 3328);
     auto scale = [&](int g) __attribute__((always_inline)) {
-      const __m128i s = _mm_load_si128(reinterpret_cast<const __m128i*>(rec + 3072 + 16 * g));
-      return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s)), d);
+      return hn::Mul(I8ToFloats(rec + 3072 + 16 * g), d);
     };
     // Codes of group 2h + j, step i: (high bits & 0x30) | low nibble. Bits
     // 2k..2k+1 of hv go to bits 4..5, k = (2h + j) % 4.
     auto codes = [&](int h, int j, int i) __attribute__((always_inline)) {
-      const __m512i v = _mm512_load_si512(rec + 64 * (4 * h + i));
-      const __m512i hv = _mm512_load_si512(rec + 2048 + 64 * (4 * (h / 2) + i));
+      const VU8 v = hn::Load(du8, rec + 64 * (4 * h + i));
+      const VU8 hv = hn::Load(du8, rec + 2048 + 64 * (4 * (h / 2) + i));
       if (j == 0)
-        return _mm512_ternarylogic_epi32(h % 2 == 0 ? _mm512_slli_epi16(hv, 4) : hv, bits45,
-                                         _mm512_and_si512(v, low4), 0xEA);
-      return _mm512_ternarylogic_epi32(
-          h % 2 == 0 ? _mm512_slli_epi16(hv, 2) : _mm512_srli_epi16(hv, 2), bits45,
-          _mm512_and_si512(_mm512_srli_epi16(v, 4), low4), 0xEA);
+        return hn::OrAnd(hn::And(v, low4), h % 2 == 0 ? ShiftLeftWords<4>(hv) : hv, bits45);
+      return hn::OrAnd(hn::And(ShiftRightWords<4>(v), low4),
+                       h % 2 == 0 ? ShiftLeftWords<2>(hv) : ShiftRightWords<2>(hv), bits45);
     };
-    __m512 f[R];
+    VF f[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) f[r] = _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) f[r] = hn::Zero(df);
 #pragma GCC unroll 8
     for (int h = 0; h < 8; ++h) {
       if constexpr (kPairs) {
         const int g0 = 2 * h, g1 = 2 * h + 1;
-        const __m512 a0 = scale(g0), a1 = scale(g1);
-        __m512i s0[R], s1[R];
+        const VF a0 = scale(g0), a1 = scale(g1);
+        VI32 s0[R], s1[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          s0[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g0]);
-          s1[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g1]);
+          s0[r] = hn::Set(di32, x.q6_offset[r][sb * 16 + g0]);
+          s1[r] = hn::Set(di32, x.q6_offset[r][sb * 16 + g1]);
         }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
           fetch.part(4 * h + i);
-          const __m512i c0 = codes(h, 0, i), c1 = codes(h, 1, i);
+          const VU8 c0 = codes(h, 0, i), c1 = codes(h, 1, i);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             const int8_t* q = x.q[r] + sb * 256;
-            s0[r] = _mm512_dpbusd_epi32(s0[r], c0, Step(q, 64 * i + 4 * g0));
-            s1[r] = _mm512_dpbusd_epi32(s1[r], c1, Step(q, 64 * i + 4 * g1));
+            s0[r] = Dot(s0[r], c0, Step(q, 64 * i + 4 * g0));
+            s1[r] = Dot(s1[r], c1, Step(q, 64 * i + 4 * g1));
           }
         }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0[r]), a0, f[r]);
-          f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1[r]), a1, f[r]);
+          f[r] = hn::MulAdd(hn::ConvertTo(df, s0[r]), a0, f[r]);
+          f[r] = hn::MulAdd(hn::ConvertTo(df, s1[r]), a1, f[r]);
         }
       } else {
 #pragma GCC unroll 2
         for (int j = 0; j < 2; ++j) {
           const int g = 2 * h + j;
-          __m512i s[R];
+          VI32 s[R];
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) s[r] = _mm512_set1_epi32(x.q6_offset[r][sb * 16 + g]);
+          for (int r = 0; r < R; ++r) s[r] = hn::Set(di32, x.q6_offset[r][sb * 16 + g]);
 #pragma GCC unroll 4
           for (int i = 0; i < 4; ++i) {
             if (j == 0) fetch.part(4 * h + i);
-            const __m512i c = codes(h, j, i);
+            const VU8 c = codes(h, j, i);
 #pragma GCC unroll 8
             for (int r = 0; r < R; ++r)
-              s[r] = _mm512_dpbusd_epi32(s[r], c, Step(x.q[r] + sb * 256, 64 * i + 4 * g));
+              s[r] = Dot(s[r], c, Step(x.q[r] + sb * 256, 64 * i + 4 * g));
           }
-          const __m512 a = scale(g);
+          const VF a = scale(g);
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) f[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), a, f[r]);
+          for (int r = 0; r < R; ++r) f[r] = hn::MulAdd(hn::ConvertTo(df, s[r]), a, f[r]);
         }
       }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_fmadd_ps(f[r], _mm512_set1_ps(x.gd[r][sb * 16]), acc[r]);
+    for (int r = 0; r < R; ++r) acc[r] = hn::MulAdd(f[r], hn::Set(df, x.gd[r][sb * 16]), acc[r]);
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
+  for (int r = 0; r < R; ++r) hn::StoreU(acc[r], df, y + r * ldy);
 }
 
 // Legacy types, records of two 32-element blocks. Block b of a row lies in
@@ -282,21 +312,24 @@ struct LegacyRecord<DType::Q8_0> {
 
 // Bit p of each byte of v moved to bit 4 (Q5_0's fifth code bit).
 template <int p>
-HWY_INLINE __m512i BitTo4(__m512i v) {
+HWY_INLINE VU8 BitTo4(VU8 v) {
   if constexpr (p <= 4)
-    return _mm512_slli_epi16(v, 4 - p);
+    return ShiftLeftWords<4 - p>(v);
   else
-    return _mm512_srli_epi16(v, p - 4);
+    return ShiftRightWords<p - 4>(v);
 }
 
 template <int R, DType T>
 HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const TileActs<R>& x,
                               int64_t prefetch, float* y, int64_t ldy) {
   using Rec = LegacyRecord<T>;
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
-  __m512 acc[R];
+  const DU8 du8;
+  const DI32 di32;
+  const DF df;
+  const VU8 low4 = hn::Set(du8, 0x0F), bit4 = hn::Set(du8, 0x10);
+  VF acc[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
   for (int64_t rec_index = 0; rec_index < n_records; ++rec_index) {
     const uint8_t* rec = panel + rec_index * Rec::kBytes;
     const RecordPrefetch<Rec::kBytes, 2> fetch(rec, prefetch);
@@ -306,28 +339,27 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
       const int64_t b = 2 * rec_index + h;
       const int64_t chunk = (b / 8) * 256;
       const int at = 8 * static_cast<int>(b % 8);
-      __m512i sum[R];
+      VI32 sum[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
-        sum[r] = _mm512_set1_epi32(-Rec::kOffset * static_cast<int32_t>(x.sum32[r][b]));
+        sum[r] = hn::Set(di32, -Rec::kOffset * static_cast<int32_t>(x.sum32[r][b]));
       if constexpr (T == DType::Q8_0) {
 #pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
-          const __m512i w = _mm512_load_si512(rec + 64 * (8 * h + i));
+          const VU8 w = hn::Load(du8, rec + 64 * (8 * h + i));
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r)
-            sum[r] = _mm512_dpbusd_epi32(sum[r], w,
-                                         Step(x.q[r] + chunk, 64 * (i % 4) + at + 4 * (i / 4)));
+            sum[r] = Dot(sum[r], w, Step(x.q[r] + chunk, 64 * (i % 4) + at + 4 * (i / 4)));
         }
       } else {
-        __m512i high = _mm512_setzero_si512();
-        if constexpr (T == DType::Q5_0) high = _mm512_load_si512(rec + Rec::kHigh + 64 * h);
-        auto codes = [&](int v, __m512i& lo, __m512i& hi) __attribute__((always_inline)) {
-          const __m512i packed = _mm512_load_si512(rec + 64 * (4 * h + v));
-          lo = _mm512_and_si512(packed, low4);
-          hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low4);
+        VU8 high = hn::Zero(du8);
+        if constexpr (T == DType::Q5_0) high = hn::Load(du8, rec + Rec::kHigh + 64 * h);
+        auto codes = [&](int v, VU8& lo, VU8& hi) __attribute__((always_inline)) {
+          const VU8 packed = hn::Load(du8, rec + 64 * (4 * h + v));
+          lo = hn::And(packed, low4);
+          hi = hn::And(ShiftRightWords<4>(packed), low4);
           if constexpr (T == DType::Q5_0) {  // (high bit moved to bit 4 & 0x10) | code
-            __m512i hl, hh;
+            VU8 hl, hh;
             switch (v) {
               case 0:
                 hl = BitTo4<0>(high), hh = BitTo4<4>(high);
@@ -342,36 +374,35 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
                 hl = BitTo4<3>(high), hh = BitTo4<7>(high);
                 break;
             }
-            lo = _mm512_ternarylogic_epi32(hl, bit4, lo, 0xEA);
-            hi = _mm512_ternarylogic_epi32(hh, bit4, hi, 0xEA);
+            lo = hn::OrAnd(lo, hl, bit4);
+            hi = hn::OrAnd(hi, hh, bit4);
           }
         };
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
-          __m512i lo, hi;
+          VU8 lo, hi;
           codes(v, lo, hi);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            sum[r] = _mm512_dpbusd_epi32(sum[r], lo, Step(x.q[r] + chunk, 64 * v + at));
-            sum[r] = _mm512_dpbusd_epi32(sum[r], hi, Step(x.q[r] + chunk, 64 * v + at + 4));
+            sum[r] = Dot(sum[r], lo, Step(x.q[r] + chunk, 64 * v + at));
+            sum[r] = Dot(sum[r], hi, Step(x.q[r] + chunk, 64 * v + at + 4));
           }
         }
       }
-      const __m512 d = HalvesToFloats(rec + Rec::kD + 32 * h);
-      __m512 m = _mm512_setzero_ps();
+      const VF d = HalvesToFloats(rec + Rec::kD + 32 * h);
+      VF m = hn::Zero(df);
       if constexpr (T == DType::Q4_1) m = HalvesToFloats(rec + Rec::kM + 32 * h);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const float da = x.gd[r][2 * b];
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), _mm512_mul_ps(d, _mm512_set1_ps(da)),
-                                 acc[r]);
+        acc[r] = hn::MulAdd(hn::ConvertTo(df, sum[r]), hn::Mul(d, hn::Set(df, da)), acc[r]);
         if constexpr (T == DType::Q4_1)
-          acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(da * x.sum32[r][b]), acc[r]);
+          acc[r] = hn::MulAdd(m, hn::Set(df, da * x.sum32[r][b]), acc[r]);
       }
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
+  for (int r = 0; r < R; ++r) hn::StoreU(acc[r], df, y + r * ldy);
 }
 
 template <int R>
@@ -402,8 +433,7 @@ void PackedChunk(const MatmulChunk& c) {
   // The stream's first `prefetch` bytes up front; then each record fetches the
   // bytes that far ahead of it.
   const uint8_t* first = packed_panel(c.packed, c.type, c.K, c.n0 / kPanelRows);
-  for (int64_t off = 0; off < prefetch; off += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(first + off), _MM_HINT_T1);
+  for (int64_t off = 0; off < prefetch; off += 64) PrefetchL2(first + off);
   for (int64_t n = c.n0; n < c.n1; n += kPanelRows) {
     const uint8_t* panel = packed_panel(c.packed, c.type, c.K, n / kPanelRows);
     for (int m = c.m0; m < c.m1; m += kMaxTile) {

@@ -106,18 +106,48 @@ HWY_INLINE void PortableColumns(const MatmulChunk& c, const Unpack& unpack) {
 // ---------------------------------------------------------------------------
 // Register form (AVX-512 VNNI).
 
+// Raw x86 intrinsics of the register form, for instructions that Highway 1.0.3
+// cannot express: TileColumns' and those that the decoders of matmul_kquant.cpp
+// and matmul_legacy.cpp share (each of those files gathers its own near its
+// top; vpdpbusd and prefetcht1 are in simd_dot-inl.h).
+//
+// vpermt2d, lanes idx[i] of the 32 dwords lo:hi: Highway 1.0.3 has no two-table
+// lane permute (its TableLookupLanes reads one vector).
+HWY_INLINE hn::Vec512<uint32_t> TwoTablesLookupLanes32(hn::Vec512<uint32_t> lo,
+                                                       hn::Vec512<uint32_t> idx,
+                                                       hn::Vec512<uint32_t> hi) {
+  return hn::Vec512<uint32_t>{_mm512_permutex2var_epi32(lo.raw, idx.raw, hi.raw)};
+}
+
+// The sum of the 16 lanes as a scalar (a shuffle-and-add sequence): Highway
+// 1.0.3's SumOfLanes broadcasts the sum back into a vector, a vbroadcastss per
+// result that GCC keeps even when only lane 0 is read.
+HWY_INLINE float ReduceSum(hn::Vec512<float> v) { return _mm512_reduce_add_ps(v.raw); }
+
+// The vectors of the register form: codes are bytes (vpdpbusd's unsigned
+// operand), activations signed bytes; a chunk's 16 groups are the 16 lanes of
+// i32/u32/f32 vectors. A HalfRegs tail uses the 256-bit halves of these.
+using DU8 = hn::ScalableTag<uint8_t>;
+using DI8 = hn::ScalableTag<int8_t>;
+using DU16 = hn::ScalableTag<uint16_t>;
+using DU32 = hn::ScalableTag<uint32_t>;
+using DI32 = hn::ScalableTag<int32_t>;
+using DU64 = hn::ScalableTag<uint64_t>;
+using DF = hn::ScalableTag<float>;
+static_assert(sizeof(hn::Vec<DF>) == 64, "AVX3_DL vectors are 512 bits");
+
 // One decoded chunk of a weight row: codes of granule k of every group in c[k]
 // (lane g = group g), and the groups' a and b.
 struct ChunkRegs {
-  __m512i c[4];
-  __m512 a, b;
+  hn::Vec<DU8> c[4];
+  hn::Vec<DF> a, b;
 };
 
 // The same for a last chunk of at most 4 legacy blocks (groups 0-7): 256-bit
 // vectors, half the work of a full chunk.
 struct HalfRegs {
-  __m256i c[4];
-  __m256 a, b;
+  hn::Vec<hn::Half<DU8>> c[4];
+  hn::Vec<hn::Half<DF>> a, b;
 };
 
 // A weight row in chunks: `full` whole ones, then (legacy types) a last chunk of
@@ -131,35 +161,36 @@ constexpr int kMaxTile = 8;        // activation rows per register tile
 constexpr int kPairedRows = 2;     // tiles of at most this many rows take two columns at a time
 constexpr int kBlocksPerHalf = 4;  // legacy blocks that a HalfRegs tail holds
 
-// 16 int32 lanes from f(lane).
+// 16 u32 lanes from f(lane).
 template <class F>
-HWY_INLINE __m512i LanesI32(F f) {
-  alignas(64) int32_t v[16];
-  for (int i = 0; i < 16; ++i) v[i] = static_cast<int32_t>(f(i));
-  return _mm512_load_si512(v);
+HWY_INLINE hn::Vec<DU32> LanesU32(F f) {
+  alignas(64) uint32_t v[16];
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<uint32_t>(f(i));
+  return hn::Load(DU32(), v);
 }
 template <class F>
-HWY_INLINE __m512 LanesF32(F f) {
+HWY_INLINE hn::Vec<DF> LanesF32(F f) {
   alignas(64) float v[16];
   for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(f(i));
-  return _mm512_load_ps(v);
+  return hn::Load(DF(), v);
 }
 
 // RowSteps for a HalfRegs tail (one column): its groups' share, added to lanes
 // 0-7 of acc.
-HWY_INLINE __m512 RowStepHalf(const HalfRegs& w, const int8_t* q, const float* gsum,
-                              const float* gd, __m512 acc) {
-  auto load = [](const int8_t* p) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  };
-  const __m256i zero = _mm256_setzero_si256();
-  __m256i p0 = DpbusdEvex256(zero, w.c[0], load(q));
-  __m256i p1 = DpbusdEvex256(zero, w.c[2], load(q + 128));
-  p0 = DpbusdEvex256(p0, w.c[1], load(q + 64));
-  p1 = DpbusdEvex256(p1, w.c[3], load(q + 192));
-  __m256 t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(p0, p1)), w.a);
-  t = _mm256_fnmadd_ps(w.b, _mm256_loadu_ps(gsum), t);
-  return _mm512_add_ps(acc, _mm512_zextps256_ps512(_mm256_mul_ps(t, _mm256_loadu_ps(gd))));
+HWY_INLINE hn::Vec<DF> RowStepHalf(const HalfRegs& w, const int8_t* q, const float* gsum,
+                                   const float* gd, hn::Vec<DF> acc) {
+  const hn::Half<DU8> du8;
+  const hn::Half<DI8> di8;
+  const hn::Half<DI32> di32;
+  const hn::Half<DF> df;
+  const auto zero = hn::Zero(di32);
+  auto p0 = DotU8S8(du8, zero, w.c[0], hn::LoadU(di8, q));
+  auto p1 = DotU8S8(du8, zero, w.c[2], hn::LoadU(di8, q + 128));
+  p0 = DotU8S8(du8, p0, w.c[1], hn::LoadU(di8, q + 64));
+  p1 = DotU8S8(du8, p1, w.c[3], hn::LoadU(di8, q + 192));
+  auto t = hn::Mul(hn::ConvertTo(df, hn::Add(p0, p1)), w.a);
+  t = hn::NegMulAdd(w.b, hn::LoadU(df, gsum), t);
+  return hn::Add(acc, hn::ZeroExtendVector(DF(), hn::Mul(t, hn::LoadU(df, gd))));
 }
 
 // One activation row's share of one decoded chunk of C columns: the same
@@ -170,27 +201,30 @@ HWY_INLINE __m512 RowStepHalf(const HalfRegs& w, const int8_t* q, const float* g
 template <int C, bool kChunkScale, class Acc>
 HWY_INLINE void RowSteps(const std::array<ChunkRegs, C>& w, const int8_t* q, const float* gsum,
                          const float* gd, Acc& acc, int r) {
-  const __m512i zero = _mm512_setzero_si512();
-  std::array<__m512i, C> p0, p1;
-  __m512i x = _mm512_loadu_si512(q);
+  const DU8 du8;
+  const DI8 di8;
+  const DF df;
+  const auto zero = hn::Zero(DI32());
+  std::array<hn::Vec<DI32>, C> p0, p1;
+  auto x = hn::LoadU(di8, q);
 #pragma GCC unroll 2
-  for (int j = 0; j < C; ++j) p0[j] = _mm512_dpbusd_epi32(zero, w[j].c[0], x);
-  x = _mm512_loadu_si512(q + 128);
+  for (int j = 0; j < C; ++j) p0[j] = DotU8S8(du8, zero, w[j].c[0], x);
+  x = hn::LoadU(di8, q + 128);
 #pragma GCC unroll 2
-  for (int j = 0; j < C; ++j) p1[j] = _mm512_dpbusd_epi32(zero, w[j].c[2], x);
-  x = _mm512_loadu_si512(q + 64);
+  for (int j = 0; j < C; ++j) p1[j] = DotU8S8(du8, zero, w[j].c[2], x);
+  x = hn::LoadU(di8, q + 64);
 #pragma GCC unroll 2
-  for (int j = 0; j < C; ++j) p0[j] = _mm512_dpbusd_epi32(p0[j], w[j].c[1], x);
-  x = _mm512_loadu_si512(q + 192);
+  for (int j = 0; j < C; ++j) p0[j] = DotU8S8(du8, p0[j], w[j].c[1], x);
+  x = hn::LoadU(di8, q + 192);
 #pragma GCC unroll 2
-  for (int j = 0; j < C; ++j) p1[j] = _mm512_dpbusd_epi32(p1[j], w[j].c[3], x);
-  const __m512 s = _mm512_loadu_ps(gsum);
-  const __m512 d = kChunkScale ? _mm512_set1_ps(*gd) : _mm512_loadu_ps(gd);
+  for (int j = 0; j < C; ++j) p1[j] = DotU8S8(du8, p1[j], w[j].c[3], x);
+  const auto s = hn::LoadU(df, gsum);
+  const auto d = kChunkScale ? hn::Set(df, *gd) : hn::LoadU(df, gd);
 #pragma GCC unroll 2
   for (int j = 0; j < C; ++j) {
-    __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(p0[j], p1[j])), w[j].a);
-    t = _mm512_fnmadd_ps(w[j].b, s, t);
-    acc[j][r] = _mm512_fmadd_ps(t, d, acc[j][r]);
+    auto t = hn::Mul(hn::ConvertTo(df, hn::Add(p0[j], p1[j])), w[j].a);
+    t = hn::NegMulAdd(w[j].b, s, t);
+    acc[j][r] = hn::MulAdd(t, d, acc[j][r]);
   }
 }
 
@@ -229,24 +263,24 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
     const uintptr_t from = reinterpret_cast<uintptr_t>(row + prefetch_stride + from_byte);
     const uintptr_t to = reinterpret_cast<uintptr_t>(row + prefetch_stride + to_byte);
     for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < to; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+      PrefetchL2(reinterpret_cast<const uint8_t*>(line));
   };
   // The steady state prefetches row n + ahead while working on row n: the first
   // `ahead` rows of the range are fetched up front.
   if (prefetch_stride > 0) {
     const uint8_t* first = c.w + n0 * c.row_bytes;
     const int64_t bytes = std::min(n1 - n0, ahead) * static_cast<int64_t>(c.row_bytes);
-    for (int64_t off = 0; off < bytes; off += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(first + off), _MM_HINT_T1);
+    for (int64_t off = 0; off < bytes; off += 64) PrefetchL2(first + off);
   }
   for (int64_t n = n0; n < n1; n += C) {
     std::array<const uint8_t*, C> w;
-    std::array<std::array<__m512, R>, C> acc;
+    const DF df;
+    std::array<std::array<hn::Vec<DF>, R>, C> acc;
 #pragma GCC unroll 2
     for (int j = 0; j < C; ++j) {
       w[j] = c.w + (n + j) * c.row_bytes;
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[j][r] = _mm512_setzero_ps();
+      for (int r = 0; r < R; ++r) acc[j][r] = hn::Zero(df);
     }
     // Whole chunks, then (legacy types) a last chunk of 5-7 blocks at full width
     // or of 1-4 blocks at half width.
@@ -287,7 +321,7 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
 #pragma GCC unroll 2
     for (int j = 0; j < C; ++j)
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) c.y[(m0 + r) * c.ldy + n + j] = _mm512_reduce_add_ps(acc[j][r]);
+      for (int r = 0; r < R; ++r) c.y[(m0 + r) * c.ldy + n + j] = ReduceSum(acc[j][r]);
   }
 }
 

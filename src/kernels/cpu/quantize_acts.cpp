@@ -65,6 +65,36 @@ HWY_INLINE BlockScale ScaleOf(const float* x, int block) {
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// ---------------------------------------------------------------------------
+// Raw x86 intrinsics of QuantizeChunk16, each for an instruction that Highway
+// 1.0.3 cannot express.
+using DI32x16 = hn::ScalableTag<int32_t>;  // 16 lanes on AVX3 and AVX3_DL
+using VI32x16 = hn::Vec<DI32x16>;
+
+// vcvtps2dq alone: Highway 1.0.3's NearestInt adds three instructions that turn
+// positive out-of-range (and NaN) lanes into INT_MAX where vcvtps2dq gives
+// INT_MIN; |x / d| <= 127 never needs them.
+HWY_INLINE VI32x16 RoundToInt32(hn::Vec<hn::ScalableTag<float>> v) {
+  return VI32x16{_mm512_cvtps_epi32(v.raw)};
+}
+
+// vpmovsdb, the 16 lanes saturated to int8: Highway 1.0.3's DemoteTo is two packs
+// and a permute.
+HWY_INLINE hn::Vec128<int8_t> SaturateToInt8(VI32x16 v) {
+  return hn::Vec128<int8_t>{_mm512_cvtsepi32_epi8(v.raw)};
+}
+
+// vshufi32x4 taking 128-bit blocks 0, 2 of a then 0, 2 of b (even blocks), or
+// 1, 3 of each (odd blocks): Highway 1.0.3 has no such block shuffle (its
+// ConcatEven/ConcatOdd work on lanes).
+HWY_INLINE VI32x16 EvenBlocks(VI32x16 a, VI32x16 b) {
+  return VI32x16{_mm512_shuffle_i32x4(a.raw, b.raw, 0x88)};
+}
+HWY_INLINE VI32x16 OddBlocks(VI32x16 a, VI32x16 b) {
+  return VI32x16{_mm512_shuffle_i32x4(a.raw, b.raw, 0xDD)};
+}
+
+// ---------------------------------------------------------------------------
 // A whole 256-element chunk with 16 lanes: group j's codes are computed as one
 // vector (the same operations as QuantizeGroup) and the chunk layout is a
 // transposition of 128-bit lanes (granule k of groups 4G..4G+3 into bytes
@@ -73,35 +103,43 @@ HWY_INLINE BlockScale ScaleOf(const float* x, int block) {
 // runs on one thread while the other waits.)
 // id[j]: the inverse scale of group j's block.
 HWY_INLINE void QuantizeChunk16(const float* x, const float* id, int8_t* q, float* gsum) {
-  __m512i sums[4];
+  const hn::ScalableTag<float> df;
+  const DI32x16 di32;
+  const hn::Full128<int8_t> di8;
+  VI32x16 sums[4];
   for (int G = 0; G < 4; ++G) {
-    __m512i c[4];
+    VI32x16 c[4];
     for (int i = 0; i < 4; ++i) {
       const int j = 4 * G + i;
-      c[i] = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * j), _mm512_set1_ps(id[j])));
+      c[i] = RoundToInt32(hn::Mul(hn::LoadU(df, x + 16 * j), hn::Set(df, id[j])));
     }
     // t[k]: 128-bit lane k of c[0..3], i.e. granule k of the four groups.
-    const __m512i a0 = _mm512_shuffle_i32x4(c[0], c[1], 0x44);  // lanes 0, 1 of c0, c1
-    const __m512i a1 = _mm512_shuffle_i32x4(c[0], c[1], 0xEE);  // lanes 2, 3
-    const __m512i a2 = _mm512_shuffle_i32x4(c[2], c[3], 0x44);
-    const __m512i a3 = _mm512_shuffle_i32x4(c[2], c[3], 0xEE);
-    const __m512i t[4] = {_mm512_shuffle_i32x4(a0, a2, 0x88), _mm512_shuffle_i32x4(a0, a2, 0xDD),
-                          _mm512_shuffle_i32x4(a1, a3, 0x88), _mm512_shuffle_i32x4(a1, a3, 0xDD)};
-    for (int k = 0; k < 4; ++k)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 64 * k + 16 * G),
-                       _mm512_cvtsepi32_epi8(t[k]));
+    const VI32x16 a0 = hn::ConcatLowerLower(di32, c[1], c[0]);  // lanes 0, 1 of c0, c1
+    const VI32x16 a1 = hn::ConcatUpperUpper(di32, c[1], c[0]);  // lanes 2, 3
+    const VI32x16 a2 = hn::ConcatLowerLower(di32, c[3], c[2]);
+    const VI32x16 a3 = hn::ConcatUpperUpper(di32, c[3], c[2]);
+    const VI32x16 t[4] = {EvenBlocks(a0, a2), OddBlocks(a0, a2), EvenBlocks(a1, a3),
+                          OddBlocks(a1, a3)};
+    for (int k = 0; k < 4; ++k) hn::StoreU(SaturateToInt8(t[k]), di8, q + 64 * k + 16 * G);
     // Lane 4i + b of u: the sum over granules of element b; then across b, so
     // that every lane of 128-bit lane i holds group 4G + i's sum.
-    __m512i u = _mm512_add_epi32(_mm512_add_epi32(t[0], t[1]), _mm512_add_epi32(t[2], t[3]));
-    u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
-    sums[G] = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_CDAB));
+    VI32x16 u = hn::Add(hn::Add(t[0], t[1]), hn::Add(t[2], t[3]));
+    u = hn::Add(u, hn::Shuffle1032(u));
+    sums[G] = hn::Add(u, hn::Shuffle2301(u));
   }
   // Lane 4i + G from sums[G], then into group order (lane 4G + i).
-  __m512i v = _mm512_mask_blend_epi32(0x2222, sums[0], sums[1]);
-  v = _mm512_mask_blend_epi32(0x4444, v, sums[2]);
-  v = _mm512_mask_blend_epi32(0x8888, v, sums[3]);
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  _mm512_storeu_ps(gsum, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(order, v)));
+  auto lanes = [&](uint64_t bits) {
+    uint8_t bytes[8];
+    std::memcpy(bytes, &bits, 8);
+    return hn::LoadMaskBits(di32, bytes);
+  };
+  VI32x16 v = hn::IfThenElse(lanes(0x2222), sums[1], sums[0]);
+  v = hn::IfThenElse(lanes(0x4444), sums[2], v);
+  v = hn::IfThenElse(lanes(0x8888), sums[3], v);
+  alignas(64) static constexpr int32_t kOrder[16] = {0, 4, 8,  12, 1, 5, 9,  13,
+                                                     2, 6, 10, 14, 3, 7, 11, 15};
+  const auto order = hn::SetTableIndices(di32, kOrder);
+  hn::StoreU(hn::ConvertTo(df, hn::TableLookupLanes(v, order)), df, gsum);
 }
 #endif
 

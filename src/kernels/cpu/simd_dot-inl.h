@@ -6,6 +6,9 @@
 // every target, so callers may attach per-lane scales. On AVX3_DL (AVX-512 VNNI)
 // it is one instruction; elsewhere portable Highway code computes the same
 // integers.
+//
+// It also holds, in one block, the raw x86 intrinsics that several kernel files
+// share (vpdpbusd, prefetcht1, vcvtph2ps on a scalar).
 #if defined(TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
 #undef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
@@ -26,7 +29,38 @@ HWY_BEFORE_NAMESPACE();
 namespace tandem::kernels::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// ---------------------------------------------------------------------------
+// Raw x86 intrinsics shared by the kernels, each for an instruction that
+// Highway 1.0.3 cannot express (a kernel file's own are gathered in one block
+// near its top); everything else in the kernels is Highway ops.
+
+#if HWY_ARCH_X86
+// prefetcht1 (into L2, not L1): hwy::Prefetch only emits prefetcht0.
+HWY_INLINE void PrefetchL2(const void* p) {
+  _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+// vpdpbusd zmm: Highway 1.0.3 has no u8 x i8 dot-product-accumulate op.
+HWY_INLINE hn::Vec512<int32_t> Dpbusd(hn::Vec512<int32_t> acc, hn::Vec512<uint8_t> u8,
+                                      hn::Vec512<int8_t> s8) {
+  return hn::Vec512<int32_t>{_mm512_dpbusd_epi32(acc.raw, u8.raw, s8.raw)};
+}
+
+// vpdpbusd ymm, forced into its EVEX (AVX512-VNNI) form: Highway 1.0.3 has no
+// such op, and under Highway's target string, which names "avxvnni", GCC picks
+// the VEX (AVX-VNNI) encoding for the intrinsic, an illegal instruction on CPUs
+// without AVX-VNNI such as Zen 4.
+HWY_INLINE hn::Vec256<int32_t> DpbusdEvex256(hn::Vec256<int32_t> acc, hn::Vec256<uint8_t> u8,
+                                             hn::Vec256<int8_t> s8) {
+  __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc.raw) : "v"(u8.raw), "v"(s8.raw));
+  return acc;
+}
+#endif
+
 // One IEEE half (raw bits) as float: a single instruction with F16C, else bits.
+// vcvtph2ps on a scalar: Highway 1.0.3's hwy::F32FromF16 is bit manipulation.
 HWY_INLINE float F16ToF32(uint16_t h) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
   return _cvtsh_ss(h);
@@ -48,15 +82,8 @@ HWY_INLINE float F16ToF32(uint16_t h) {
 #endif
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
-// 256-bit vpdpbusd, forced into its EVEX (AVX512-VNNI) form: under Highway's
-// target string, which names "avxvnni", GCC picks the VEX (AVX-VNNI) encoding for
-// the intrinsic, an illegal instruction on CPUs without AVX-VNNI such as Zen 4.
-HWY_INLINE __m256i DpbusdEvex256(__m256i acc, __m256i u8, __m256i s8) {
-  __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
-  return acc;
-}
-#endif
+// ---------------------------------------------------------------------------
+// Highway ops only from here on.
 
 // Sign-extended low and high 16-bit halves of each 32-bit lane.
 template <class DI32, class V16>
@@ -93,9 +120,9 @@ HWY_INLINE hn::Vec<hn::Repartition<int32_t, DU8>> DotU8S8(
     hn::Vec<hn::Repartition<int8_t, DU8>> x) {
 #if HWY_TARGET == HWY_AVX3_DL
   if constexpr (sizeof(hn::Vec<DU8>) == 64) {
-    return decltype(acc){_mm512_dpbusd_epi32(acc.raw, w.raw, x.raw)};
+    return Dpbusd(acc, w, x);
   } else if constexpr (sizeof(hn::Vec<DU8>) == 32) {
-    return decltype(acc){DpbusdEvex256(acc.raw, w.raw, x.raw)};
+    return DpbusdEvex256(acc, w, x);
   }
 #endif
   const hn::Repartition<int32_t, DU8> di32;

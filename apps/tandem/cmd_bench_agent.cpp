@@ -88,7 +88,7 @@ json turn_json(const TurnResult& r) {
           {"cached_tokens", c.cached_tokens},
           {"completion_tokens", c.completion_tokens},
           {"ttft_ms", c.ttft_ms},
-          {"decode_ms", c.last_delta_ms - c.ttft_ms},
+          {"decode_ms", c.decode_ms()},
           {"decode_tok_s", c.decode_tokens_per_s()},
           {"total_ms", c.total_ms},
           {"tool_calls", c.tool_calls},
@@ -115,9 +115,9 @@ json pass_summary(const std::vector<std::vector<TurnResult>>& sessions) {
         frac_max = std::max(frac_max, f);
         ++n_frac;
       }
-      if (c.completion_tokens >= 2 && c.last_delta_ms > c.ttft_ms) {
+      if (c.completion_tokens >= 2 && c.decode_ms() > 0) {
         decode_tokens += c.completion_tokens - 1;
-        decode_ms += c.last_delta_ms - c.ttft_ms;
+        decode_ms += c.decode_ms();
       }
       if (r.turn >= 2) {
         prompt += std::max(c.prompt_tokens, 0);

@@ -32,8 +32,10 @@ void read_chunk(const nlohmann::json& chunk, double at_ms, StreamedChat& out) {
   }
   if (!chunk.contains("choices") || !chunk["choices"].is_array()) return;
   for (const auto& choice : chunk["choices"]) {
-    if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
+    if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
       out.finish_reason = choice["finish_reason"].get<std::string>();
+      if (out.ttft_ms < 0) out.ttft_ms = at_ms;
+    }
     if (!choice.contains("delta") || !choice["delta"].is_object()) continue;
     const auto& delta = choice["delta"];
     bool produced = false;
@@ -57,7 +59,7 @@ void read_chunk(const nlohmann::json& chunk, double at_ms, StreamedChat& out) {
 }  // namespace
 
 double StreamedChat::decode_tokens_per_s() const {
-  const double ms = last_delta_ms - ttft_ms;
+  const double ms = decode_ms();
   if (completion_tokens < 2 || ms <= 0) return 0;
   return (completion_tokens - 1) / (ms / 1000.0);
 }

@@ -12,9 +12,11 @@
 namespace tandem::server {
 
 struct StreamedChat {
-  int status = 0;             // the HTTP status (0: no response)
-  std::string error;          // the error's message or body when status is not 200
-  double ttft_ms = -1;        // to the first delta with content or a tool call
+  int status = 0;     // the HTTP status (0: no response)
+  std::string error;  // the error's message or body when status is not 200
+  // To the first delta with content or a tool call, or to the finish reason of
+  // a response with none (the prompt's prefill all the same).
+  double ttft_ms = -1;
   double last_delta_ms = -1;  // to the last such delta
   double total_ms = 0;        // to the end of the stream
   int deltas = 0;             // deltas with content or a tool call
@@ -25,6 +27,8 @@ struct StreamedChat {
   std::string finish_reason;  // the choice's
   int tool_calls = 0;         // tool calls streamed (distinct indices)
 
+  // From the first delta to the last (0 with no delta).
+  double decode_ms() const { return deltas > 0 ? last_delta_ms - ttft_ms : 0; }
   // Decode tokens per second: the tokens after the first over the time from
   // the first delta to the last (0 when it cannot be told).
   double decode_tokens_per_s() const;

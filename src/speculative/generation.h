@@ -31,7 +31,10 @@ struct GenerationParams {
   // request advances a fork of its own.
   std::shared_ptr<const TokenConstraint> constraint;
   std::vector<std::string> stop_strings;  // text that ends the output (not part of it)
-  bool ignore_eos = false;                // keep going past end-of-generation tokens
+  // Special tokens whose text goes into the output text (others write none): a
+  // tool-call format's markers, which the server reads the calls by.
+  std::vector<int> text_special_tokens;
+  bool ignore_eos = false;  // keep going past end-of-generation tokens
 };
 
 // One token a round hands to its request.

@@ -37,7 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 PY_PACKAGES=(numpy==2.4.6 gguf==0.19.0 openai==3.54.0 selenium==4.51.0 jsonschema==4.26.0
-             kubernetes-validate==1.37.0)
+             kubernetes-validate==1.37.0 jinja2==3.1.6 openai-agents==0.24.0)
 STAMP="$VENV/.tandem-packages"
 want="${PY_PACKAGES[*]}"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$STAMP" 2>/dev/null)" != "$want" ]; then

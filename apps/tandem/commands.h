@@ -9,6 +9,7 @@ void add_info_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_chat_template_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_bench_spec_command(CLI::App* bench);   // `bench spec`, called by add_bench_command
 void add_bench_serve_command(CLI::App* bench);  // `bench serve`, called by add_bench_command

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   tandem::cli::add_info_command(app);
   tandem::cli::add_logits_command(app);
   tandem::cli::add_tokenize_command(app);
+  tandem::cli::add_chat_template_command(app);
   tandem::cli::add_bench_command(app);
   tandem::cli::add_serve_command(app);
   try {

@@ -13,7 +13,7 @@ Sequence::Sequence(int id, const Model& model, Request request)
       on_token_(std::move(request.on_token)),
       on_finish_(std::move(request.on_finish)) {
   if (const Tokenizer* tok = model.tokenizer())
-    text_ = std::make_unique<TextStream>(*tok, params().stop_strings);
+    text_ = std::make_unique<TextStream>(*tok, params().stop_strings, params().text_special_tokens);
   if (params().max_tokens == 0) finish_reason_ = FinishReason::Length;
 }
 

@@ -6,8 +6,11 @@
 
 namespace tandem {
 
-TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stop_strings)
-    : decoder_(std::make_unique<StreamDecoder>(tok, false, /*at_text_start=*/false)),
+TextStream::TextStream(const Tokenizer& tok, std::vector<std::string> stop_strings,
+                       std::vector<int> shown_special)
+    : tok_(tok),
+      decoder_(std::make_unique<StreamDecoder>(tok, false, /*at_text_start=*/false)),
+      shown_special_(std::move(shown_special)),
       stops_(std::move(stop_strings)) {
   stops_.erase(std::remove(stops_.begin(), stops_.end(), std::string()), stops_.end());
 }
@@ -17,7 +20,10 @@ TextStream::~TextStream() = default;
 bool TextStream::push(int id) {
   if (stopped_) return true;
   size_t old_size = text_.size();
-  text_ += decoder_->push(id);
+  if (std::find(shown_special_.begin(), shown_special_.end(), id) != shown_special_.end())
+    text_ += decoder_->flush() + tok_.token_bytes(id, true);
+  else
+    text_ += decoder_->push(id);
   size_t cut = std::string::npos;
   for (const auto& s : stops_) {
     // Only matches that end in the new text can be new.

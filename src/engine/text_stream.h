@@ -13,7 +13,9 @@ class StreamDecoder;
 
 class TextStream {
  public:
-  TextStream(const Tokenizer& tok, std::vector<std::string> stop_strings);
+  // shown_special: special tokens whose text is written (others write none).
+  TextStream(const Tokenizer& tok, std::vector<std::string> stop_strings,
+             std::vector<int> shown_special = {});
   ~TextStream();
 
   // Append one token's text. Returns true when a stop string is now complete:
@@ -26,7 +28,9 @@ class TextStream {
   const std::string& text() const { return text_; }
 
  private:
+  const Tokenizer& tok_;
   std::unique_ptr<StreamDecoder> decoder_;
+  std::vector<int> shown_special_;
   std::vector<std::string> stops_;
   std::string text_;
   size_t emitted_ = 0;

@@ -9,6 +9,8 @@
 
 #include "io/json_text.h"
 #include "server/api_error.h"
+#include "server/json_fields.h"
+#include "server/openai_tools.h"
 #include "structured/json_schema.h"
 
 namespace tandem::server {
@@ -17,72 +19,6 @@ namespace {
 // Ordered, so that a response_format schema keeps its properties in the order
 // the client wrote them (constrained output follows that order).
 using json = nlohmann::ordered_json;
-
-const char* type_name(const json& v) {
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-// Reads the optional fields of a request body. A field sent as null counts as
-// absent (clients generated from OpenAI's schema send nulls for unset options).
-class Fields {
- public:
-  explicit Fields(const json& body) : body_(body) {}
-
-  const json* get(const char* name) const {
-    auto it = body_.find(name);
-    return it == body_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  std::optional<double> number(const char* name) const {
-    const json* v = get(name);
-    if (!v) return std::nullopt;
-    if (!v->is_number())
-      invalid_request(name, fmt::format("'{}' must be a number, got {}", name, type_name(*v)),
-                      "invalid_type");
-    const double x = v->get<double>();
-    if (!std::isfinite(x))
-      invalid_request(name, fmt::format("'{}' must be finite", name), "invalid_value");
-    return x;
-  }
-
-  std::optional<int64_t> integer(const char* name) const {
-    const json* v = get(name);
-    if (!v) return std::nullopt;
-    if (!v->is_number_integer())
-      invalid_request(name, fmt::format("'{}' must be an integer, got {}", name, type_name(*v)),
-                      "invalid_type");
-    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX))
-      invalid_request(name, fmt::format("'{}' is out of range", name), "invalid_value");
-    return v->get<int64_t>();
-  }
-
-  std::optional<bool> boolean(const char* name) const {
-    const json* v = get(name);
-    if (!v) return std::nullopt;
-    if (!v->is_boolean())
-      invalid_request(name, fmt::format("'{}' must be a boolean, got {}", name, type_name(*v)),
-                      "invalid_type");
-    return v->get<bool>();
-  }
-
-  std::optional<std::string> string(const char* name) const {
-    const json* v = get(name);
-    if (!v) return std::nullopt;
-    if (!v->is_string())
-      invalid_request(name, fmt::format("'{}' must be a string, got {}", name, type_name(*v)),
-                      "invalid_type");
-    return v->get<std::string>();
-  }
-
- private:
-  const json& body_;
-};
 
 [[noreturn]] void unsupported(const std::string& param, const std::string& what) {
   invalid_request(param, fmt::format("{} is not supported by tandem", what), "unsupported_value");
@@ -175,11 +111,23 @@ void parse_messages(const json& body, ParsedRequest& r) {
     if (!m.contains("role") || !m["role"].is_string())
       invalid_request("messages", fmt::format("messages[{}].role must be a string", i),
                       "invalid_type");
-    if (m.contains("tool_calls") && !m["tool_calls"].is_null() && !m["tool_calls"].empty())
-      unsupported("messages", fmt::format("messages[{}].tool_calls", i));
     std::string role = m["role"].get<std::string>();
     if (role == "developer") role = "system";  // OpenAI's newer name for the system role
-    r.messages.push_back({role, message_content(m, i)});
+    ChatMessage msg{role, ""};
+    const Fields mf(m);
+    if (const json* calls = mf.get("tool_calls")) {
+      if (role != "assistant")
+        invalid_request(
+            "messages",
+            fmt::format("messages[{}].tool_calls: only assistant messages call tools", i),
+            "invalid_value");
+      msg.tool_calls = parse_message_tool_calls(*calls, i);
+    }
+    // An assistant turn that only called tools may leave its content out.
+    if (msg.tool_calls.empty() || mf.get("content")) msg.content = message_content(m, i);
+    if (role == "tool")
+      if (auto id = mf.string("tool_call_id")) msg.tool_call_id = *id;
+    r.messages.push_back(std::move(msg));
   }
 }
 
@@ -324,12 +272,19 @@ void refuse_unsupported(const Fields& f, Endpoint ep, ParsedRequest& r) {
   if (const json* b = f.get("logit_bias"); b && !b->empty())
     unsupported("logit_bias", "logit_bias");
   if (auto s = f.string("suffix"); s && !s->empty()) unsupported("suffix", "suffix");
-  for (const char* name : {"tools", "functions"})
-    if (const json* t = f.get(name); t && !t->empty())
-      unsupported(name, fmt::format("'{}' (tool calling)", name));
-  for (const char* name : {"tool_choice", "function_call"})
-    if (const json* t = f.get(name); t && !(t->is_string() && (*t == "none" || *t == "auto")))
-      unsupported(name, fmt::format("'{}' (tool calling)", name));
+  // Tool calling is a chat feature; completions take the neutral values only.
+  if (ep == Endpoint::Completions) {
+    for (const char* name : {"tools", "functions"})
+      if (const json* t = f.get(name); t && !t->empty())
+        unsupported(name, fmt::format("'{}' on /v1/completions (tool calling is on "
+                                      "/v1/chat/completions)",
+                                      name));
+    for (const char* name : {"tool_choice", "function_call"})
+      if (const json* t = f.get(name); t && !(t->is_string() && (*t == "none" || *t == "auto")))
+        unsupported(name, fmt::format("'{}' on /v1/completions (tool calling is on "
+                                      "/v1/chat/completions)",
+                                      name));
+  }
   if (ep == Endpoint::ChatCompletions && f.get("audio")) unsupported("audio", "audio output");
 }
 
@@ -362,6 +317,11 @@ ParsedRequest parse_request(std::string_view body, Endpoint endpoint) {
   refuse_unsupported(f, endpoint, r);
   parse_logprobs(f, endpoint, r);
   parse_response_format(f, r);
+  if (endpoint == Endpoint::ChatCompletions) r.tools = parse_tools(j);
+  if (r.tools.calls_possible() && r.response_format.grammar)
+    unsupported("response_format",
+                "'response_format' together with tools the model may call (send tool_choice "
+                "'none', or one of them)");
   r.ignore_eos = f.boolean("ignore_eos").value_or(false);
   r.speculate = f.boolean("speculate").value_or(true);
   r.stream = f.boolean("stream").value_or(false);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "server/openai_tools.h"
 #include "structured/grammar.h"
 #include "tokenizer/chat_template.h"
 
@@ -66,6 +67,7 @@ struct ParsedRequest {
   bool include_usage = false;  // stream_options.include_usage
   ResponseFormat response_format;
   LogprobsRequest logprobs;
+  ToolsRequest tools;  // chat: tools, tool_choice, parallel_tool_calls
 };
 
 // Throws ApiError (400) for invalid JSON, a field of the wrong type or range, or

@@ -52,6 +52,41 @@ json chat_token_json(const ResponseMeta& meta, const TokenLogprob& t) {
   return {{"token", text}, {"logprob", t.logprob}, {"bytes", token_bytes_json(text)}};
 }
 
+// OpenAI's id of a call: unique within the response, and across responses by its id.
+std::string call_id(const ResponseMeta& meta, size_t index) {
+  const size_t dash = meta.id.find('-');
+  return fmt::format("call_{}_{}", meta.id.substr(dash == std::string::npos ? 0 : dash + 1), index);
+}
+
+// A finished request that stopped after complete calls reports "tool_calls".
+json finish_reason_json(const RequestResult& r, bool called_tools) {
+  if (called_tools && r.finish_reason == FinishReason::Stop) return "tool_calls";
+  return finish_reason_name(r.finish_reason);
+}
+
+json tool_calls_message(const ResponseMeta& meta, const RequestResult& r, bool* called) {
+  const ToolCallOutput out = read_tool_calls(*meta.tool_format, r.text);
+  json calls = json::array();
+  std::string content = out.content;
+  for (size_t k = 0; k < out.calls.size(); ++k) {
+    const OutputToolCall& c = out.calls[k];
+    if (!c.complete) break;  // cut short by max_tokens: not a call
+    calls.push_back({{"id", call_id(meta, k)},
+                     {"type", "function"},
+                     {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  }
+  *called = !calls.empty();
+  json msg = {{"role", "assistant"}};
+  const bool blank = content.find_first_not_of(" \n\r\t") == std::string::npos;
+  if (*called) {
+    msg["content"] = blank ? json(nullptr) : json(content);
+    msg["tool_calls"] = std::move(calls);
+  } else {
+    msg["content"] = r.text;  // no complete call: the text as written
+  }
+  return msg;
+}
+
 }  // namespace
 
 json logprobs_json(const ResponseMeta& meta, const std::vector<const TokenLogprobs*>& logprobs,
@@ -124,7 +159,10 @@ json tandem_stats_json(const ResponseMeta& meta, const RequestStats& s) {
 
 json completion_json(const ResponseMeta& meta, const RequestResult& r) {
   json choice = {{"index", 0}};
-  if (is_chat(meta))
+  bool called = false;
+  if (is_chat(meta) && meta.tool_format)
+    choice["message"] = tool_calls_message(meta, r, &called);
+  else if (is_chat(meta))
     choice["message"] = {{"role", "assistant"}, {"content", r.text}};
   else
     choice["text"] = r.text;
@@ -135,7 +173,7 @@ json completion_json(const ResponseMeta& meta, const RequestResult& r) {
     size_t offset = 0;
     choice["logprobs"] = logprobs_json(meta, lp, &offset);
   }
-  choice["finish_reason"] = finish_reason_name(r.finish_reason);
+  choice["finish_reason"] = finish_reason_json(r, called);
   return {{"id", meta.id},
           {"object", is_chat(meta) ? "chat.completion" : "text_completion"},
           {"created", meta.created},
@@ -153,9 +191,27 @@ json role_chunk(const ResponseMeta& meta, bool include_usage) {
 }
 
 json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news, bool include_usage,
-                size_t* text_offset) {
+                size_t* text_offset, ToolCallStream* calls) {
   json j = chunk_base(meta, include_usage);
   json body = is_chat(meta) ? json{{"content", news.text}} : json(news.text);
+  if (calls) {
+    const ToolCallStream::Delta d = calls->push(news.text);
+    body = {{"content", d.content}};
+    if (!d.calls.empty()) {
+      json list = json::array();
+      for (const auto& c : d.calls) {
+        json e = {{"index", c.index}, {"function", {{"arguments", c.arguments}}}};
+        if (c.start) {
+          e["id"] = call_id(meta, c.index);
+          e["type"] = "function";
+          e["function"]["name"] = c.name;
+        }
+        list.push_back(std::move(e));
+      }
+      body["tool_calls"] = std::move(list);
+      if (d.content.empty()) body["content"] = nullptr;
+    }
+  }
   json logprobs = nullptr;
   if (meta.logprobs) {
     std::vector<const TokenLogprobs*> lp;
@@ -172,11 +228,18 @@ json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news, bool
   return j;
 }
 
-json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include_usage) {
+json content_chunk(const ResponseMeta& meta, const std::string& text, bool include_usage) {
+  json j = chunk_base(meta, include_usage);
+  j["choices"] = json::array({chunk_choice(meta, {{"content", text}}, nullptr)});
+  return j;
+}
+
+json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include_usage,
+                  bool called_tools) {
   json j = chunk_base(meta, include_usage);
   json body = is_chat(meta) ? json::object() : json("");
   j["choices"] =
-      json::array({chunk_choice(meta, std::move(body), finish_reason_name(r.finish_reason))});
+      json::array({chunk_choice(meta, std::move(body), finish_reason_json(r, called_tools))});
   j["tandem"] = tandem_stats_json(meta, r.stats);
   return j;
 }

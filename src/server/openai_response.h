@@ -4,11 +4,13 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "engine/request.h"
 #include "server/openai_request.h"
 #include "server/request_channel.h"
+#include "server/tool_call_output.h"
 
 namespace tandem {
 class Tokenizer;
@@ -28,6 +30,9 @@ struct ResponseMeta {
   // the request) and "greedy", "reproducible" or "optimal".
   uint64_t seed = 0;
   std::string sampling_mode;
+  // The request offered tools the model may call: the output is read for calls
+  // in this format (tool_call_output.h).
+  std::optional<ToolCallFormat> tool_format;
 };
 
 ResponseMeta make_meta(Endpoint endpoint, const std::string& model);
@@ -54,10 +59,16 @@ nlohmann::json role_chunk(const ResponseMeta& meta, bool include_usage);
 // The text (and log-probabilities) of `news`, and the extension
 // "tandem": {"tokens": [{"text", "draft"}], "drafted", "accepted"}: each output's
 // text and whether it was an accepted draft, and the request's counts so far.
+// With tools, `calls` reads the text: the delta carries its content and tool
+// calls instead of the text as it is.
 nlohmann::json text_chunk(const ResponseMeta& meta, const RequestChannel::News& news,
-                          bool include_usage, size_t* text_offset);
-// The last chunk with a choice: its finish_reason and the "tandem" figures.
-nlohmann::json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include_usage);
+                          bool include_usage, size_t* text_offset, ToolCallStream* calls = nullptr);
+// A chat chunk with content only: text a tool-call stream held back to the end.
+nlohmann::json content_chunk(const ResponseMeta& meta, const std::string& text, bool include_usage);
+// The last chunk with a choice: its finish_reason ("tool_calls" when it ended
+// after calls) and the "tandem" figures.
+nlohmann::json finish_chunk(const ResponseMeta& meta, const RequestResult& r, bool include_usage,
+                            bool called_tools = false);
 // stream_options.include_usage: a final chunk with no choices and the usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, const RequestResult& r);
 

@@ -10,6 +10,8 @@
 #include "model/model.h"
 #include "server/api_error.h"
 #include "structured/grammar_constraint.h"
+#include "structured/json_schema.h"
+#include "structured/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tandem::server {
@@ -20,6 +22,28 @@ namespace {
 uint64_t random_seed() {
   static thread_local std::mt19937_64 gen{std::random_device{}()};
   return gen() >> 1;
+}
+
+// The token ids a tool-call constraint needs, found once per model.
+std::shared_ptr<const structured::ToolCallTokens> find_tool_tokens(
+    const ToolCallFormat& format, const Tokenizer& tok, const structured::TokenVocabulary& vocab) {
+  auto t = std::make_shared<structured::ToolCallTokens>();
+  if (!format.open.empty()) {
+    auto open = tok.find_piece(format.open), close = tok.find_piece(format.close);
+    check(open && close, "the tokenizer has no single tokens for {} and {}", format.open,
+          format.close);
+    t->open = *open;
+    t->close = *close;
+  }
+  t->fence_open = format.fence_open;
+  for (int id = 0; id < vocab.n_ids(); ++id) {
+    const std::string* b = vocab.bytes(id);
+    if (!b || b->empty()) continue;
+    if (b->size() <= 2 && b->find_first_not_of('\n') == std::string::npos)
+      t->separators.push_back(id);
+    if ((*b)[0] == '{') t->json_openers.push_back(id);
+  }
+  return t;
 }
 
 }  // namespace
@@ -34,9 +58,45 @@ RequestBuilder::RequestBuilder(const Model& model, ServingLimits limits, Request
       structured::TokenVocabulary::from_tokenizer(*model.tokenizer(), model.config().vocab_size);
   try {
     family_ = detect_chat_template(model.chat_template());
+    tool_format_ = tool_call_format(*family_, model.chat_template());
+    if (tool_format_) tool_tokens_ = find_tool_tokens(*tool_format_, *model.tokenizer(), *vocab_);
   } catch (const Error& e) {
     chat_error_ = fmt::format("{}: {}", model.path(), e.what());
   }
+}
+
+std::shared_ptr<const TokenConstraint> RequestBuilder::tool_constraint(
+    const ToolsRequest& t) const {
+  std::vector<structured::ToolFunction> functions;
+  std::vector<size_t> index;  // functions[k] is tools[index[k]]
+  for (size_t i = 0; i < t.tools.size(); ++i)
+    if (t.choice.kind != ToolChoice::Kind::Function || t.tools[i].name == t.choice.function) {
+      functions.push_back({t.tools[i].name, t.tools[i].parameters});
+      index.push_back(i);
+    }
+  const ToolCallFormat& f = *tool_format_;
+  const auto start = t.choice.kind == ToolChoice::Kind::Auto
+                         ? structured::ToolCallConstraint::Start::Free
+                         : structured::ToolCallConstraint::Start::Call;
+  // The ways a call may open (tool_call_constraint.h): between markers where the
+  // format has them, and where the model may answer in text, also as bare JSON
+  // from the first token and after a fence.
+  structured::ToolCallGrammars g;
+  const bool free = start == structured::ToolCallConstraint::Start::Free;
+  const std::string_view key = f.arguments_key;
+  size_t bad = 0;
+  try {
+    if (!f.open.empty())
+      g.marked = structured::tool_call_grammar(functions, key, f.body_prefix, f.body_suffix, &bad);
+    if (f.open.empty() || free)
+      g.bare = structured::tool_call_grammar(functions, key, f.bare_prefix, f.bare_suffix, &bad);
+    if (free && !f.fence_open.empty())
+      g.fenced = structured::tool_call_grammar(functions, key, "", f.fence_close, &bad);
+  } catch (const structured::SchemaError& e) {
+    invalid_request("tools", fmt::format("tools[{}].function.parameters: {}", index[bad], e.what()),
+                    "unsupported_schema");
+  }
+  return structured::ToolCallConstraint::start(g, vocab_, tool_tokens_, start, t.parallel);
 }
 
 std::string RequestBuilder::chat_family() const {
@@ -49,9 +109,17 @@ std::vector<int> RequestBuilder::prompt_tokens(const ParsedRequest& p) const {
       throw ApiError(
           400, fmt::format("chat completions are unavailable for this model: {}", chat_error_),
           "invalid_request_error", "messages", "chat_template_unsupported");
+    std::vector<std::string> tools;
+    for (const ToolDefinition& t : p.tools.tools) tools.push_back(t.definition);
+    if (!tools.empty() && !tool_format_)
+      invalid_request("tools",
+                      fmt::format("the model {} cannot call tools: its chat template ({}) has no "
+                                  "tool-call format",
+                                  model_.path(), chat_family()),
+                      "tools_unsupported");
     std::string rendered;
     try {
-      rendered = render_chat(*family_, model_.chat_template(), p.messages, true);
+      rendered = render_chat(*family_, model_.chat_template(), p.messages, true, tools);
     } catch (const Error& e) {
       invalid_request("messages", e.what(), "invalid_value");
     }
@@ -101,6 +169,11 @@ Request RequestBuilder::build(const ParsedRequest& p, uint64_t tenant) const {
                       "structured outputs need the model's tokenizer, and this model has none",
                       "unsupported_value");
     r.params.constraint = structured::GrammarConstraint::start(p.response_format.grammar, vocab_);
+  }
+  if (p.tools.calls_possible()) {
+    r.params.constraint = tool_constraint(p.tools);
+    if (tool_tokens_->open >= 0)
+      r.params.text_special_tokens = {tool_tokens_->open, tool_tokens_->close};
   }
   try {
     check_request(r, limits);

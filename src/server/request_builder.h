@@ -12,6 +12,7 @@
 #include "engine/request.h"
 #include "server/openai_request.h"
 #include "structured/token_vocabulary.h"
+#include "structured/tool_call_constraint.h"
 
 namespace tandem {
 class Model;
@@ -46,6 +47,8 @@ class RequestBuilder {
   const std::string& chat_unavailable_reason() const { return chat_error_; }
   std::string chat_family() const;
   const ServingLimits& limits() const { return limits_; }
+  // How the model writes tool calls (nullopt: its template cannot render tools).
+  const std::optional<ToolCallFormat>& tool_format() const { return tool_format_; }
 
  private:
   const Model& model_;
@@ -55,6 +58,10 @@ class RequestBuilder {
   std::string chat_error_;
   // The model's vocabulary as constrained decoding sees it (null: no tokenizer).
   std::shared_ptr<const structured::TokenVocabulary> vocab_;
+  std::optional<ToolCallFormat> tool_format_;
+  std::shared_ptr<const structured::ToolCallTokens> tool_tokens_;
+  // The constraint of a request that may call tools (tool_choice other than none).
+  std::shared_ptr<const TokenConstraint> tool_constraint(const ToolsRequest& t) const;
 };
 
 }  // namespace tandem::server

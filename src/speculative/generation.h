@@ -31,7 +31,10 @@ struct GenerationParams {
   // request advances a fork of its own.
   std::shared_ptr<const TokenConstraint> constraint;
   std::vector<std::string> stop_strings;  // text that ends the output (not part of it)
-  bool ignore_eos = false;                // keep going past end-of-generation tokens
+  // Special tokens whose text goes into the output text (others write none): a
+  // tool-call format's markers, which the server reads the calls by.
+  std::vector<int> text_special_tokens;
+  bool ignore_eos = false;  // keep going past end-of-generation tokens
   // Whose text may be drafted for it, and whose its own text becomes
   // (DraftContext::tenant); 0: the one shared tenant of a server without keys.
   uint64_t tenant = 0;

@@ -82,8 +82,11 @@ class SchemaCompiler {
  public:
   explicit SchemaCompiler(const json& root) : root_(root) {}
 
-  std::shared_ptr<const Grammar> compile() {
+  std::shared_ptr<const Grammar> compile(std::string_view prefix = {},
+                                         std::string_view suffix = {}) {
     Pattern p = value(root_, "");
+    if (!prefix.empty() || !suffix.empty())
+      p = Pattern::seq({Pattern::literal(prefix), p, Pattern::literal(suffix)});
     return build(p);
   }
 
@@ -717,6 +720,12 @@ SchemaError::SchemaError(std::string p, const std::string& what)
 
 std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json& schema) {
   return SchemaCompiler(schema).compile();
+}
+
+std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json& schema,
+                                                   std::string_view prefix,
+                                                   std::string_view suffix) {
+  return SchemaCompiler(schema).compile(prefix, suffix);
 }
 
 std::shared_ptr<const Grammar> any_json_object_grammar() {

@@ -29,6 +29,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,11 @@ struct SchemaError : Error {
 // Throws SchemaError for a schema that tandem cannot generate for. The schema is
 // an ordered_json so that properties keep the order the schema gives them.
 std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json& schema);
+// A document of the schema with fixed text around it: `prefix` before and
+// `suffix` after (a tool call's markup around its JSON object).
+std::shared_ptr<const Grammar> compile_json_schema(const nlohmann::ordered_json& schema,
+                                                   std::string_view prefix,
+                                                   std::string_view suffix);
 // Any JSON object (response_format {"type": "json_object"}).
 std::shared_ptr<const Grammar> any_json_object_grammar();
 

@@ -186,4 +186,44 @@ TEST(ChatTemplate, Errors) {
     render_chat(ChatTemplateFamily::Llama3, llama3_template(), {{"", "x"}}, true);
   });
   EXPECT_NE(msg.find("role ''"), std::string::npos) << msg;
+  // Templates without a tool format refuse tools and calls; the rest is checked
+  // against jinja2 (py_test_chat_template_reference).
+  const std::string tool = R"({"type": "function", "function": {"name": "f"}})";
+  EXPECT_FALSE(tool_call_format(ChatTemplateFamily::ChatML, chatml));
+  EXPECT_FALSE(tool_call_format(ChatTemplateFamily::Llama3, llama3_template()));
+  msg = test::error_of([&] {
+    render_chat(ChatTemplateFamily::ChatML, chatml, {{"user", "x"}}, true, {tool});
+  });
+  EXPECT_NE(msg.find("cannot render tools"), std::string::npos) << msg;
+  ChatMessage call{"assistant", ""};
+  call.tool_calls = {{"c", "f", "{}"}};
+  msg = test::error_of([&] {
+    render_chat(ChatTemplateFamily::Llama3, llama3_template(), {{"user", "x"}, call}, true);
+  });
+  EXPECT_NE(msg.find("cannot render tool calls"), std::string::npos) << msg;
+  // Qwen2.5's template renders them; arguments must be JSON.
+  const std::string qwen = gguf_template("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+  ASSERT_TRUE(tool_call_format(ChatTemplateFamily::ChatML, qwen));
+  call.tool_calls = {{"c", "f", "{oops"}};
+  msg = test::error_of([&] {
+    render_chat(ChatTemplateFamily::ChatML, qwen, {{"user", "x"}, call}, true, {tool});
+  });
+  EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
+}
+
+TEST(ChatTemplate, ToolCallFormats) {
+  const std::string qwen05 = gguf_template("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
+  const std::string qwen15 = gguf_template("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf");
+  auto f = tool_call_format(ChatTemplateFamily::ChatML, qwen05);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->open, "<tool_call>");
+  EXPECT_EQ(f->close, "</tool_call>");
+  EXPECT_EQ(f->arguments_key, "arguments");
+  EXPECT_TRUE(f->parallel);
+  EXPECT_EQ(f->bare_prefix, "");  // its instructions show {"name": ...}
+  // The 1.5B's instructions show the call as {{"name": ...}}, and the model writes it so.
+  f = tool_call_format(ChatTemplateFamily::ChatML, qwen15);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->bare_prefix, "{");
+  EXPECT_EQ(f->bare_suffix, "}");
 }

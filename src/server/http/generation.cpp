@@ -34,6 +34,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
   std::shared_ptr<Ticket> ticket;
   auto channel = std::make_shared<RequestChannel>();
   bool stream = false, include_usage = false, logprobs = false;
+  std::optional<ToolCallFormat> tool_format;
   SamplingParams sampling;
   int id = -1;
   try {
@@ -52,6 +53,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
     stream = p.stream;
     include_usage = p.include_usage;
     logprobs = r.params.logprobs >= 0;
+    if (p.tools.calls_possible()) tool_format = b.builder.tool_format();
     sampling = r.params.sampling;
     // Only a stream reads the tokens as they come; a whole response is built
     // from the result.
@@ -76,12 +78,15 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
   meta.tokenizer = backend()->model.tokenizer();
   meta.seed = sampling.seed;
   meta.sampling_mode = sampling.greedy() ? "greedy" : sampling_mode_name(sampling.mode);
+  meta.tool_format = tool_format;
   ConnectionWatch watch(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   if (!stream) {
     respond_when_done(res, *channel, watch, meta, id);
     return;
   }
-  auto st = std::make_shared<Stream>(Stream{ticket, channel, watch, meta, include_usage, id});
+  auto st = std::make_shared<Stream>(
+      Stream{ticket, channel, watch, meta, include_usage, id, false, false, 0, std::nullopt});
+  if (tool_format) st->calls.emplace(*tool_format);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
@@ -133,14 +138,21 @@ bool HttpServer::Impl::pump_stream(Stream& st, httplib::DataSink& sink) {
   // Every output arrives as a token (text without a token too): each is sent,
   // even one that released no text yet (part of a character, a held-back
   // possible stop string), so that tandem.tokens lists every token.
-  if (!news.tokens.empty() && !send(text_chunk(st.meta, news, st.include_usage, &st.text_offset)))
+  ToolCallStream* calls = st.calls ? &*st.calls : nullptr;
+  if (!news.tokens.empty() &&
+      !send(text_chunk(st.meta, news, st.include_usage, &st.text_offset, calls)))
     return gone();
   if (news.finished) {
     st.ended = true;
     const RequestResult& r = st.channel->result();
     bool ok;
     if (finished_normally(r)) {
-      ok = send(finish_chunk(st.meta, r, st.include_usage));
+      ok = true;
+      if (calls)
+        if (std::string rest = calls->finish(); !rest.empty())
+          ok = send(content_chunk(st.meta, rest, st.include_usage));
+      ok = ok &&
+           send(finish_chunk(st.meta, r, st.include_usage, calls && calls->complete_calls() > 0));
       if (ok && st.include_usage) ok = send(usage_chunk(st.meta, r));
     } else {
       // The status line is long gone: the error travels as an event, as OpenAI's does.

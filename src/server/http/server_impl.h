@@ -84,7 +84,8 @@ struct HttpServer::Impl {
     bool include_usage = false;
     int id = -1;
     bool role_sent = false, ended = false;
-    size_t text_offset = 0;  // completions' logprobs.text_offset so far
+    size_t text_offset = 0;               // completions' logprobs.text_offset so far
+    std::optional<ToolCallStream> calls;  // chat with tools: the calls read from the text
   };
 
   // routes.cpp: every route and httplib's handlers for errors and exceptions.

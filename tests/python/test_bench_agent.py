@@ -4,9 +4,9 @@ API keys): a short run of the scripted agent sessions with tool turns as text
 (prompts that grow turn by turn, cached prompt tokens from turn 2 on, token
 counts within max_tokens, the same greedy text with speculation and without), the same sessions through --llama-server (pointed
 at tandem itself: the generic OpenAI path), the sessions with OpenAI tool
-messages (answered, or refused with a hint to use --no-tools when the model's
-template cannot express tools), and clear errors for a server that is not
-there. No timing thresholds: performance lives in docs/benchmarks.md."""
+messages (on SmolLM2 refused with a hint to use --no-tools, since its template
+cannot express tools; answered on Qwen2.5-Coder-0.5B), and clear errors for a
+server that is not there or a wrong key. No timing thresholds: performance lives in docs/benchmarks.md."""
 import json
 import os
 import subprocess
@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 
-from test_server import TANDEM, ServerProcess, check, finish, serving
+from test_server import MODEL, TANDEM, ServerProcess, check, finish, serving
 
 SOURCE = os.environ.get("TANDEM_SOURCE_DIR", ".")
 KEYS = ["tk-agent-a", "tk-agent-b"]
@@ -44,13 +44,15 @@ def check_pass(label, turns, cold):
         check(t["prompt_tokens"] > 0 and 0 <= t["cached_tokens"] <= t["prompt_tokens"],
               f"{label} turn {t['turn']}: 0 <= cached <= prompt tokens",
               (t["cached_tokens"], t["prompt_tokens"]))
-        check(1 <= t["completion_tokens"] <= MAX_TOKENS,
-              f"{label} turn {t['turn']}: 1..{MAX_TOKENS} tokens", t["completion_tokens"])
+        # A model may end a turn at once (Qwen does after some tool results).
+        check(0 <= t["completion_tokens"] <= MAX_TOKENS,
+              f"{label} turn {t['turn']}: 0..{MAX_TOKENS} tokens", t["completion_tokens"])
         check(t["ttft_ms"] > 0 and t["total_ms"] >= t["ttft_ms"] and t["decode_ms"] >= 0,
               f"{label} turn {t['turn']}: times in order", (t["ttft_ms"], t["total_ms"]))
         check(t["decode_tok_s"] >= 0, f"{label} turn {t['turn']}: decode rate", t["decode_tok_s"])
         check(t["finish_reason"] in ("stop", "length", "tool_calls"),
               f"{label} turn {t['turn']}: finish reason", t["finish_reason"])
+    check(any(t["completion_tokens"] > 0 for t in turns), f"{label}: some turn wrote tokens")
     prompts = [t["prompt_tokens"] for t in turns]
     check(prompts == sorted(prompts) and len(set(prompts)) == len(prompts),
           f"{label}: each turn resends a longer conversation", prompts)
@@ -67,8 +69,8 @@ def check_pass(label, turns, cold):
 
 
 def check_result(label, data, passes):
-    check(data["sessions"] == SESSIONS and data["turns"] == TURNS, f"{label}: the run's settings")
-    check(len(data["per_session"]) == SESSIONS, f"{label}: every session reported")
+    check(data["turns"] == TURNS, f"{label}: the run's settings")
+    check(len(data["per_session"]) == data["sessions"], f"{label}: every session reported")
     for s in data["per_session"]:
         for p in passes:
             check(p in s, f"{label} session {s['session']}: pass {p}", sorted(s))
@@ -120,6 +122,21 @@ def main():
         check(p.returncode != 0 and "401" in p.stderr, "a wrong key: the server's 401 shown",
               p.stderr[-500:])
         check(srv.stop() == 0, "server exits 0")
+
+    # A model whose template expresses tools (Qwen2.5-Coder-0.5B): the sessions
+    # as OpenAI tool messages, answered.
+    qwen = MODEL.parent / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if qwen.exists():
+        with serving(ServerProcess("--api-key", KEYS[0], "-d", "suffix", "-q", model=qwen),
+                     "bench agent, tools") as srv:
+            p, data = bench(srv.base, sessions=1)
+            check(p.returncode == 0, "bench agent with tool messages runs", p.stderr[-2000:])
+            if data:
+                check(data["tools"], "tool messages are reported")
+                check_result("tools", data, ["speculative", "plain"])
+            check(srv.stop() == 0, "server exits 0")
+    else:
+        print(f"skipped the tool-message run: {qwen} is missing")
     finish(t_start, "bench agent checks passed")
 
 

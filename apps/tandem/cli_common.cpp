@@ -107,7 +107,9 @@ std::vector<int> prompt_ids(const Model& model, const PromptOptions& p) {
 
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_option("-d,--draft", s.draft,
-                  "Speculative decoding: a draft model (GGUF or HF directory) or 'ngram'");
+                  "Speculative decoding: a draft model (GGUF or HF directory), 'ngram' (lookup "
+                  "in the request's text) or 'suffix' (lookup in the request's text and in "
+                  "recent requests' text of the same API key)");
   cmd->add_option("-k,--draft-tokens", s.k, "Tokens drafted per round, or 'auto' (default 5)");
   cmd->add_option("--draft-vocab", s.draft_vocab,
                   "Draft model: propose only the first N token ids (plus special tokens); "
@@ -115,6 +117,16 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_flag("--draft-lookup", s.lookup,
                 "Draft model: propose an n-gram match from the text so far instead where "
                 "lookups are accepted at least as often as the model's drafts");
+  cmd->add_option("--lookup", s.lookup_source,
+                  "With --draft-lookup: where lookups come from, 'ngram' (the request's text) "
+                  "or 'suffix' (also recent requests' text)")
+      ->check(CLI::IsMember({"ngram", "suffix"}))
+      ->capture_default_str();
+  cmd->add_option("--suffix-budget", s.suffix_budget,
+                  "Tokens of recent requests' text the suffix index keeps (about 16 bytes "
+                  "each); the oldest requests' text is evicted first")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
   cmd->add_option("--tree", s.tree,
                   "Draft trees: verify up to N more positions beside each draft's main chain "
                   "(a draft model's runner-up tokens where it is unsure, other n-gram "
@@ -147,14 +159,18 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
                        const KVCacheConfig& cache) {
   SpecSetup out;
   if (s.draft.empty()) return out;
-  if (s.draft == "ngram") {
-    check(!s.lookup, "--draft-lookup goes with a draft model (-d MODEL), not -d ngram");
-    out.drafter = make_ngram_drafter(s.tree);
+  if (s.draft == "ngram" || s.draft == "suffix") {
+    check(!s.lookup, "--draft-lookup goes with a draft model (-d MODEL), not -d {}", s.draft);
+    out.drafter = s.draft == "ngram" ? make_ngram_drafter(s.tree)
+                                     : make_suffix_drafter(s.tree, s.suffix_budget);
     return out;
   }
   out.draft_model = Model::load(s.draft, target.kernel_config());
-  out.drafter =
-      make_model_drafter(*out.draft_model, target, pool, cache, s.draft_vocab, s.tree, s.lookup);
+  const DraftLookup lookup = !s.lookup                     ? DraftLookup::None
+                             : s.lookup_source == "suffix" ? DraftLookup::Suffix
+                                                           : DraftLookup::Ngram;
+  out.drafter = make_model_drafter(*out.draft_model, target, pool, cache, s.draft_vocab, s.tree,
+                                   lookup, s.suffix_budget);
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "kernels/kernel_config.h"
 #include "sampling/sampler.h"
 #include "speculative/drafter.h"
+#include "speculative/drafter_factory.h"
 #include "speculative/speculative_runner.h"
 
 namespace tandem {
@@ -55,7 +56,7 @@ uint64_t random_seed();
 
 namespace tandem::cli {
 
-// -d/--draft (a draft model path, or "ngram") and -k (a number or "auto").
+// -d/--draft (a draft model path, "ngram" or "suffix") and -k (a number or "auto").
 struct SpecCliOptions {
   std::string draft;
   std::string k = "5";
@@ -63,6 +64,10 @@ struct SpecCliOptions {
   bool lookup =
       false;     // with a draft model: n-gram lookups first (speculative/lookup_first_drafter.h)
   int tree = 0;  // draft trees: verified positions beyond the main chain (0: chains)
+  // Where --draft-lookup's lookups come from: "ngram" (the request's own text)
+  // or "suffix" (that and recent requests' text, speculative/suffix_drafter.h).
+  std::string lookup_source = "ngram";
+  size_t suffix_budget = kDefaultSuffixBudget;  // tokens the suffix index holds
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
 // Draft length options from -k; throws tandem::Error for K < 1 or a bad value.

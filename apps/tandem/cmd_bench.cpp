@@ -281,6 +281,7 @@ void add_bench_command(CLI::App& app) {
 
   add_bench_spec_command(cmd);
   add_bench_serve_command(cmd);
+  add_bench_agent_command(cmd);
 }
 
 }  // namespace tandem::cli

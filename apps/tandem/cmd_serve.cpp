@@ -225,8 +225,9 @@ void add_serve_command(CLI::App& app) {
                   "HTTP connections served at once (default: max-queue + max-batch + 16)");
   cmd->add_flag("-q,--quiet", o.quiet, "No log line per request");
   cmd->add_option("--api-key", o.api_key,
-                  "Require 'Authorization: Bearer KEY' on /v1/* (and /metrics); also read from "
-                  "TANDEM_API_KEY")
+                  "Require 'Authorization: Bearer KEY' on /v1/* (and /metrics); several keys "
+                  "separated by commas are separate tenants (none is drafted from another's "
+                  "text); also read from TANDEM_API_KEY")
       ->envname("TANDEM_API_KEY");
   cmd->add_flag("--insecure", o.insecure,
                 "Allow listening on a non-loopback address without an API key");

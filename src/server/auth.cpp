@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 
@@ -58,11 +59,18 @@ bool is_loopback(const sockaddr* sa) {
 }  // namespace
 
 AccessControl::AccessControl(AccessOptions options) : options_(std::move(options)) {
-  const std::string& key = options_.api_key;
-  if (key.empty()) return;
-  for (char c : key)
+  const std::string& keys = options_.api_key;
+  if (keys.empty()) return;
+  for (char c : keys)
     check(c > ' ' && c < 0x7F,
           "the API key must be printable ASCII without spaces (it travels in an HTTP header)");
+  for (size_t from = 0; from <= keys.size();) {
+    const size_t comma = std::min(keys.find(',', from), keys.size());
+    check(comma > from, "the API key list '{}' has an empty key (keys are separated by commas)",
+          keys);
+    keys_.push_back(keys.substr(from, comma - from));
+    from = comma + 1;
+  }
 }
 
 bool AccessControl::protects(std::string_view path) const {
@@ -72,8 +80,17 @@ bool AccessControl::protects(std::string_view path) const {
 }
 
 bool AccessControl::accepts(std::string_view authorization) const {
+  return tenant(authorization) != 0;
+}
+
+uint64_t AccessControl::tenant(std::string_view authorization) const {
   auto token = bearer_token(authorization);
-  return token && same_key(options_.api_key, *token);
+  if (!token) return 0;
+  // Every key is compared, so that the time tells nothing of which one matched.
+  uint64_t found = 0;
+  for (size_t i = 0; i < keys_.size(); ++i)
+    if (same_key(keys_[i], *token)) found = i + 1;
+  return found;
 }
 
 ApiError AccessControl::refusal(std::string_view authorization) const {

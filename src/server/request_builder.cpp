@@ -135,7 +135,7 @@ std::vector<int> RequestBuilder::prompt_tokens(const ParsedRequest& p) const {
   return tok->encode(*p.prompt, tok->add_bos(), false);
 }
 
-Request RequestBuilder::build(const ParsedRequest& p) const {
+Request RequestBuilder::build(const ParsedRequest& p, uint64_t tenant) const {
   Request r;
   r.prompt = prompt_tokens(p);
   const bool chat = p.endpoint == Endpoint::ChatCompletions;
@@ -161,6 +161,7 @@ Request RequestBuilder::build(const ParsedRequest& p) const {
   r.params.stop_strings = p.stop;
   r.params.ignore_eos = p.ignore_eos;
   r.params.speculate = p.speculate;
+  r.params.tenant = tenant;
   r.params.logprobs = p.logprobs.enabled ? p.logprobs.top : -1;
   if (p.response_format.grammar) {
     if (!vocab_)

@@ -38,7 +38,9 @@ class RequestBuilder {
   // Throws ApiError (400) for a request that cannot run: what check_request
   // refuses (named by its field), a chat request when the model's chat
   // template is not one tandem knows, structured output without a tokenizer.
-  Request build(const ParsedRequest& p) const;
+  // tenant: whose text the request may be drafted from (the server's
+  // AccessControl::tenant of its Authorization header; 0 without keys).
+  Request build(const ParsedRequest& p, uint64_t tenant = 0) const;
   std::vector<int> prompt_tokens(const ParsedRequest& p) const;
 
   // Why chat requests are refused ("" when the chat template is usable).

@@ -1,6 +1,7 @@
 // What a drafter may see of one request: the text so far and how it samples.
 // Drafters know nothing else of the engine's requests.
 #pragma once
+#include <cstdint>
 #include <span>
 
 #include "sampling/constraint.h"
@@ -17,6 +18,10 @@ struct DraftContext {
   // The request's constraint after `tokens` (null: none): drafts must keep to
   // it (a draft model masks its logits with it, a lookup is cut where it leaves it).
   const TokenConstraint* constraint = nullptr;
+  // Whose text the request may be drafted from (suffix_drafter.h): the server
+  // derives it from the request's API key; requests of one tenant never get
+  // drafts taken from another tenant's prompts or outputs.
+  uint64_t tenant = 0;
 };
 
 }  // namespace tandem

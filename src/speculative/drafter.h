@@ -1,6 +1,7 @@
-// A drafter proposes tokens that the target model then verifies. Three exist: a
+// A drafter proposes tokens that the target model then verifies. Four exist: a
 // smaller model of the same family (model_drafter.h), prompt lookup over the text
-// so far (ngram_drafter.h), and lookups in front of a draft model
+// so far (ngram_drafter.h), lookup over the text so far and recent requests'
+// text (suffix_drafter.h), and lookups in front of a draft model
 // (lookup_first_drafter.h). Another (say, the target with layers skipped)
 // implements this interface and nothing else changes.
 //
@@ -120,6 +121,10 @@ class Drafter {
   // built on rejected drafts. `draft` (as verified) had its first `accepted`
   // tokens accepted.
   virtual void sync(const DraftContext& req, const Draft& draft, int accepted) {}
+  // The request finished (not preempted) with req.tokens, its prompt and output:
+  // a drafter that drafts from other requests' text takes it here
+  // (suffix_drafter.h). release() follows.
+  virtual void finished(const DraftContext& req) {}
   // The request left (finished, or preempted to be recomputed later): free what
   // the drafter holds for it.
   virtual void release(int request_id) {}

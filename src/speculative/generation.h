@@ -35,6 +35,9 @@ struct GenerationParams {
   // tool-call format's markers, which the server reads the calls by.
   std::vector<int> text_special_tokens;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
+  // Whose text may be drafted for it, and whose its own text becomes
+  // (DraftContext::tenant); 0: the one shared tenant of a server without keys.
+  uint64_t tenant = 0;
 };
 
 // One token a round hands to its request.
@@ -75,7 +78,7 @@ class Generation {
   const RequestStats& stats() const { return stats_; }
   // What a drafter sees of it (valid until its tokens change).
   DraftContext draft_context() {
-    return {id_, tokens_, &params_.sampling, &rng_, constraint_.get()};
+    return {id_, tokens_, &params_.sampling, &rng_, constraint_.get(), params_.tenant};
   }
 
   // Hand over one token of the output. Returns false when the request is

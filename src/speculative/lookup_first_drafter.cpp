@@ -8,8 +8,14 @@
 namespace tandem {
 
 LookupFirstDrafter::LookupFirstDrafter(std::unique_ptr<ModelDrafter> model, int max_n, int min_n)
-    : model_(std::move(model)), lookup_(max_n, min_n, 0.8) {
+    : LookupFirstDrafter(std::move(model), std::make_unique<NgramDrafter>(max_n, min_n, 0.8)) {}
+
+LookupFirstDrafter::LookupFirstDrafter(std::unique_ptr<ModelDrafter> model,
+                                       std::unique_ptr<Drafter> lookup)
+    : model_(std::move(model)), lookup_(std::move(lookup)) {
   check(model_ != nullptr, "lookup-first drafting needs a draft model");
+  check(lookup_ != nullptr && lookup_->free_proposals(),
+        "lookup-first drafting needs a lookup drafter whose proposals are free");
 }
 
 AcceptanceEstimate& LookupFirstDrafter::model_evidence(int request_id) {
@@ -27,7 +33,7 @@ int LookupFirstDrafter::lookup_length(double alpha, int k) {
 double LookupFirstDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                                    std::vector<Draft>& out, const DraftStop* stop) {
   // Lookups first; the model drafts for the requests they do not serve.
-  lookup_.propose(reqs, k, lookups_);
+  lookup_->propose(reqs, k, lookups_);
   model_k_.assign(k.begin(), k.end());
   for (size_t i = 0; i < reqs.size(); ++i) {
     Draft& l = lookups_[i];
@@ -46,14 +52,19 @@ double LookupFirstDrafter::propose(std::span<const DraftContext> reqs, std::span
 
 void LookupFirstDrafter::sync(const DraftContext& req, const Draft& draft, int accepted) {
   if (draft.tag > 0)
-    lookup_.sync(req, draft, accepted);
+    lookup_->sync(req, draft, accepted);
   else if (!draft.tokens.empty())
     model_evidence(req.id).update(accepted, accepted < static_cast<int>(draft.tokens.size()));
   model_->sync(req, draft, accepted);
 }
 
+void LookupFirstDrafter::finished(const DraftContext& req) {
+  lookup_->finished(req);
+  model_->finished(req);
+}
+
 void LookupFirstDrafter::release(int request_id) {
-  lookup_.release(request_id);
+  lookup_->release(request_id);
   model_evidence_.erase(request_id);
   model_->release(request_id);
 }

@@ -21,11 +21,17 @@ class LookupFirstDrafter final : public Drafter {
   // Matches of max_n down to min_n tokens are taken; shorter ones are too often
   // a coincidence to beat a draft model.
   explicit LookupFirstDrafter(std::unique_ptr<ModelDrafter> model, int max_n = 4, int min_n = 2);
+  // The lookups from another free drafter (a SuffixDrafter: lookups across
+  // requests too), whose drafts carry a tag > 0 and its acceptance estimate.
+  LookupFirstDrafter(std::unique_ptr<ModelDrafter> model, std::unique_ptr<Drafter> lookup);
 
-  std::string name() const override { return "lookup+" + model_->name(); }
+  std::string name() const override {
+    return (lookup_->name() == "ngram" ? "lookup+" : lookup_->name() + "+") + model_->name();
+  }
   double propose(std::span<const DraftContext> reqs, std::span<const int> k,
                  std::vector<Draft>& out, const DraftStop* stop = nullptr) override;
   void sync(const DraftContext& req, const Draft& draft, int accepted) override;
+  void finished(const DraftContext& req) override;
   void release(int request_id) override;
   // The draft model's costs and cache are its own.
   const DraftCostHints* cost_hints() const override { return model_->cost_hints(); }
@@ -43,7 +49,7 @@ class LookupFirstDrafter final : public Drafter {
   // The lookups, and their evidence per request and match length. It starts at
   // 0.8, above the model's starting estimate, so that lookups get tried; a few
   // rejections put them below it.
-  NgramDrafter lookup_;
+  std::unique_ptr<Drafter> lookup_;
   std::unordered_map<int, AcceptanceEstimate> model_evidence_;  // by request id
   std::vector<Draft> lookups_;                                  // this round's, reused
   std::vector<int> model_k_;

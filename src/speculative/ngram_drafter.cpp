@@ -15,7 +15,7 @@ std::vector<int> NgramDrafter::lookup(std::span<const int> tokens, int k, int ma
 }
 
 void NgramDrafter::lookup_into(std::span<const int> tokens, int k, int max_n, int min_n,
-                               std::vector<int>& out, int* n_out) {
+                               std::vector<int>& out, int* n_out, int* from_out) {
   const int len = static_cast<int>(tokens.size());
   out.clear();
   if (n_out) *n_out = 0;
@@ -29,6 +29,7 @@ void NgramDrafter::lookup_into(std::span<const int> tokens, int k, int max_n, in
       const int from = start + n;
       const int take = std::min(k, len - from);
       if (n_out) *n_out = n;
+      if (from_out) *from_out = from;
       out.assign(tokens.begin() + from, tokens.begin() + from + take);
       return;
     }

@@ -27,10 +27,11 @@ class NgramDrafter final : public Drafter {
   bool free_proposals() const override { return true; }
 
   // The lookup itself, on a plain token list: up to k continuation tokens; *n_out
-  // (if given) receives the length of the match (0: none).
+  // (if given) receives the length of the match (0: none), *from_out (if given)
+  // where the continuation starts in `tokens`.
   // lookup() into `out` (its buffer reused).
   static void lookup_into(std::span<const int> tokens, int k, int max_n, int min_n,
-                          std::vector<int>& out, int* n_out = nullptr);
+                          std::vector<int>& out, int* n_out = nullptr, int* from_out = nullptr);
   static std::vector<int> lookup(std::span<const int> tokens, int k, int max_n, int min_n = 1,
                                  int* n_out = nullptr);
   // Up to `count` distinct continuations (each up to k tokens), most trusted

@@ -216,6 +216,7 @@ void SpeculativeRunner::release(Generation& seq) {
 }
 
 void SpeculativeRunner::finish(Generation& seq) {
+  if (drafter_) drafter_->finished(seq.draft_context());
   release(seq);
   policy_.forget(seq.id());
 }

@@ -4,6 +4,7 @@
 #include "speculative/lookup_first_drafter.h"
 #include "speculative/model_drafter.h"
 #include "speculative/ngram_drafter.h"
+#include "speculative/suffix_drafter.h"
 #include "support/paths.h"
 #include "support/test_util.h"
 
@@ -66,6 +67,15 @@ std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
   if (kind == DraftKind::OtherLookup)
     d = std::make_unique<LookupFirstDrafter>(
         std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo)));
+  if (kind == DraftKind::Suffix) {
+    SuffixDrafterOptions o;
+    o.branches = so.tree_extra > 0 ? 2 : 1;
+    d = std::make_unique<SuffixDrafter>(o);
+  }
+  if (kind == DraftKind::OtherSuffixLookup)
+    d = std::make_unique<LookupFirstDrafter>(
+        std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo)),
+        std::make_unique<SuffixDrafter>());
   Engine engine(*m.target, pool, eo, std::move(d));
   std::vector<int> ids;
   for (const auto& r : reqs) ids.push_back(engine.submit(r));

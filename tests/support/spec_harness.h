@@ -17,7 +17,9 @@ namespace tandem::test {
 std::vector<std::vector<int>> spec_prompts(int vocab);
 
 // OtherLookup: the other draft model behind n-gram lookups (LookupFirstDrafter).
-enum class DraftKind { None, SameQuantized, Other, Ngram, OtherLookup };
+// Suffix: lookups in the request's text and in the earlier requests' text of
+// the same run (suffix_drafter.h); OtherSuffixLookup: those in front of Other.
+enum class DraftKind { None, SameQuantized, Other, Ngram, OtherLookup, Suffix, OtherSuffixLookup };
 
 struct Models {
   std::unique_ptr<Model> target, same_q8, other;

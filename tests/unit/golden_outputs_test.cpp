@@ -179,8 +179,9 @@ Entries run_matrix(const ModelSetup& s) {
     const KVCacheConfig kv = engine_cache_config(eo);
     if (c.draft == Config::Draft::Ngram) d = make_ngram_drafter(c.spec.tree_extra);
     if (c.draft == Config::Draft::Model || c.draft == Config::Draft::ModelLookup)
-      d = make_model_drafter(*draft, *target, pool, kv, -1, c.spec.tree_extra,
-                             c.draft == Config::Draft::ModelLookup);
+      d = make_model_drafter(
+          *draft, *target, pool, kv, -1, c.spec.tree_extra,
+          c.draft == Config::Draft::ModelLookup ? DraftLookup::Ngram : DraftLookup::None);
     Engine engine(*target, pool, eo, std::move(d));
     for (size_t i = 0; i < kPrompts.size(); ++i) {
       Request r;

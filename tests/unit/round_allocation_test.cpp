@@ -63,10 +63,16 @@ long allocations_in_rounds(const Models& m, const RoundSetup& s, SpecOptions so,
   auto cache = make_kv_cache(tf.cache_shape(), kv);
   std::unique_ptr<Drafter> drafter;
   if (s.drafter == DraftKind::Ngram) drafter = make_ngram_drafter(so.tree_extra);
-  if (s.drafter == DraftKind::SameQuantized)
-    drafter = make_model_drafter(*m.same_q8, *m.target, pool, kv, 0, so.tree_extra, false);
-  SpeculativeRunner runner(tf, *cache, drafter.get(), so);
   const auto prompts = spec_prompts(m.target->config().vocab_size);
+  if (s.drafter == DraftKind::Suffix) {
+    // Earlier requests' text in the index, so that rounds look it up too.
+    drafter = make_suffix_drafter(so.tree_extra);
+    for (int i = 0; i < 2; ++i) drafter->finished(DraftContext{100 + i, prompts[i]});
+  }
+  if (s.drafter == DraftKind::SameQuantized)
+    drafter =
+        make_model_drafter(*m.same_q8, *m.target, pool, kv, 0, so.tree_extra, DraftLookup::None);
+  SpeculativeRunner runner(tf, *cache, drafter.get(), so);
   std::vector<std::unique_ptr<Plain>> gens;
   for (int i = 0; i < 2; ++i) {
     GenerationParams p;
@@ -152,6 +158,8 @@ TEST(RoundAllocation, ASpeculativeRoundAllocatesNothing) {
       {"n-gram, greedy", DraftKind::Ngram, 0.0f, SamplingMode::Reproducible},
       {"n-gram, reproducible", DraftKind::Ngram, 0.8f, SamplingMode::Reproducible},
       {"n-gram, optimal", DraftKind::Ngram, 0.8f, SamplingMode::Optimal},
+      {"suffix, greedy", DraftKind::Suffix, 0.0f, SamplingMode::Reproducible},
+      {"suffix, optimal", DraftKind::Suffix, 0.8f, SamplingMode::Optimal},
       {"draft model, greedy", DraftKind::SameQuantized, 0.0f, SamplingMode::Reproducible},
       {"draft model, reproducible", DraftKind::SameQuantized, 0.8f, SamplingMode::Reproducible},
       {"draft model, optimal", DraftKind::SameQuantized, 0.8f, SamplingMode::Optimal},

@@ -64,6 +64,24 @@ TEST(ServerAccess, KeysThatCannotTravelInAHeaderAreRefused) {
   EXPECT_NO_THROW(with_key("sk-Az09_-.~+/="));
 }
 
+// Several keys, separated by commas: each its own tenant, whose requests are
+// drafted only from its own requests' text (speculative/suffix_drafter.h).
+TEST(ServerAccess, EachKeyIsItsOwnTenant) {
+  const AccessControl a = with_key("tk-a,tk-b,tk-c");
+  EXPECT_EQ(a.tenant("Bearer tk-a"), 1u);
+  EXPECT_EQ(a.tenant("Bearer tk-b"), 2u);
+  EXPECT_EQ(a.tenant("bearer tk-c "), 3u);
+  for (const char* bad : {"", "Bearer tk-a,tk-b", "Bearer tk-d", "Bearer tk-", "Basic tk-a"}) {
+    EXPECT_EQ(a.tenant(bad), 0u) << bad;
+    EXPECT_FALSE(a.accepts(bad)) << bad;
+  }
+  EXPECT_TRUE(a.accepts("Bearer tk-b"));
+  // Without keys every request is the one shared tenant.
+  EXPECT_EQ(with_key("").tenant("Bearer anything"), 0u);
+  for (const char* bad : {"tk-a,", ",tk-a", "tk-a,,tk-b", ","})
+    EXPECT_THROW(with_key(bad), Error) << bad;
+}
+
 TEST(ServerListenPolicy, LoopbackAddressesAndNames) {
   for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "localhost"})
     EXPECT_TRUE(is_loopback_host(host)) << host;

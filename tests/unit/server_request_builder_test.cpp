@@ -238,3 +238,12 @@ TEST(ServerRequestBuilder, RangesAreRefusedNamingTheField) {
       R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 20})",
       H)));
 }
+
+// The tenant the server derives from the API key (AccessControl::tenant) is the
+// request's: whose text the suffix drafter may draft it from.
+TEST(ServerRequestBuilder, TheRequestCarriesItsTenant) {
+  auto m = synthetic(Arch::Llama);
+  RequestBuilder b(*m, {128, 1024});
+  EXPECT_EQ(b.build(completion("Hello")).params.tenant, 0u) << "no keys: the shared tenant";
+  EXPECT_EQ(b.build(completion("Hello"), 2).params.tenant, 2u);
+}

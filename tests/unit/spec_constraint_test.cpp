@@ -71,8 +71,8 @@ TEST(ConstrainedDecoding, GreedyOutputIsTheSameWithEveryDrafter) {
     differ += plain[i].tokens != unconstrained[i].tokens;
   }
   EXPECT_GT(differ, 0) << "the constraint never changed the output: the test shows nothing";
-  for (auto kind :
-       {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram, DraftKind::OtherLookup}) {
+  for (auto kind : {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram,
+                    DraftKind::OtherLookup, DraftKind::Suffix}) {
     for (SpecOptions so : {SpecOptions{4, false}, SpecOptions{8, true}}) {
       const auto spec = run(m, kind, so, reqs);
       int drafted = 0;
@@ -136,7 +136,8 @@ TEST(ConstrainedDecoding, SampledJointDistributionIsTheConstrainedOne) {
     const std::pair<DraftKind, SpecOptions> setups[] = {{DraftKind::None, {2, false}},
                                                         {DraftKind::Other, {2, false}},
                                                         {DraftKind::SameQuantized, {3, false}},
-                                                        {DraftKind::Ngram, {2, false}}};
+                                                        {DraftKind::Ngram, {2, false}},
+                                                        {DraftKind::Suffix, {2, false}}};
     std::vector<RequestResult> plain;
     for (auto [kind, so] : setups) {
       const auto results = run(m, kind, so, reqs);
@@ -163,7 +164,8 @@ TEST(ConstrainedDecoding, SampledJointDistributionIsTheConstrainedOne) {
       // Draft models draft in every request; lookups only where a match keeps to
       // the constraint.
       if (kind != DraftKind::None) {
-        EXPECT_GT(drafted, kind == DraftKind::Ngram ? trials / 5 : trials / 2) << int(kind);
+        const bool lookup = kind == DraftKind::Ngram || kind == DraftKind::Suffix;
+        EXPECT_GT(drafted, lookup ? trials / 5 : trials / 2) << int(kind);
       }
     }
   }
@@ -182,7 +184,7 @@ TEST(Logprobs, GreedyFiguresAreTheSameWithAndWithoutSpeculation) {
     reqs.push_back(constrained(r));
   }
   const auto plain = run(m, DraftKind::None, {}, reqs);
-  for (auto kind : {DraftKind::SameQuantized, DraftKind::Ngram}) {
+  for (auto kind : {DraftKind::SameQuantized, DraftKind::Ngram, DraftKind::Suffix}) {
     const auto spec = run(m, kind, {4, false}, reqs);
     for (size_t i = 0; i < reqs.size(); ++i) {
       ASSERT_EQ(spec[i].tokens, plain[i].tokens);

@@ -29,8 +29,8 @@ TEST_P(GreedyParity, EveryDrafterAndKMatchesPlainDecoding) {
   std::vector<Request> reqs;
   for (auto& p : spec_prompts(384)) reqs.push_back(greedy_request(p, 128));
   auto plain = run(m, DraftKind::None, {}, reqs);
-  for (auto kind :
-       {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram, DraftKind::OtherLookup}) {
+  for (auto kind : {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram,
+                    DraftKind::OtherLookup, DraftKind::Suffix, DraftKind::OtherSuffixLookup}) {
     // The last two: draft trees (siblings of a draft model, several lookups).
     for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true},
                            SpecOptions{4, false, true, 6}, SpecOptions{8, true, true, 6}}) {
@@ -141,6 +141,7 @@ TEST_P(SampledJoint, MatchesPlainSampling) {
         {DraftKind::Other, {2, false}},
         {DraftKind::SameQuantized, {2, false}},
         {DraftKind::Ngram, {2, false}},
+        {DraftKind::Suffix, {2, false}},
         {DraftKind::Other, {3, true}},
         {DraftKind::OtherLookup, {2, false}},
         // Trees: recursive rejection sampling among a draft's siblings.
@@ -179,7 +180,8 @@ TEST_P(SampledJoint, MatchesPlainSampling) {
       EXPECT_GT(chi.p_value, 0.001) << "drafter " << int(kind);
       // Every request drafts with a model; the n-gram drafter finds a match most times.
       if (kind != DraftKind::None && !so.adaptive) {
-        EXPECT_GE(drafted, kind == DraftKind::Ngram ? trials / 2 : trials) << int(kind);
+        const bool lookup = kind == DraftKind::Ngram || kind == DraftKind::Suffix;
+        EXPECT_GE(drafted, lookup ? trials / 2 : trials) << int(kind);
       }
       if (so.adaptive) {
         EXPECT_GT(drafted, 0) << "the adaptive path was not exercised";
@@ -220,8 +222,8 @@ TEST(SeededSampling, SameTokensWhateverTheDrafterKTreeBatchAndThreads) {
     }
     const auto plain = run(m, DraftKind::None, {}, reqs);
     int drafted = 0, changed_by_seed = 0;
-    for (auto kind :
-         {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram, DraftKind::OtherLookup}) {
+    for (auto kind : {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram,
+                      DraftKind::OtherLookup, DraftKind::Suffix}) {
       for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true},
                              SpecOptions{4, false, true, 6}, SpecOptions{8, true, true, 6}}) {
         for (auto [batch, threads] : {std::pair{1, 1}, std::pair{3, 2}}) {

@@ -49,7 +49,7 @@ void HttpServer::Impl::handle_generation(const httplib::Request& req, httplib::R
                      fmt::format("the model '{}' does not exist: this server serves '{}'", p.model,
                                  opt.model_name),
                      "invalid_request_error", "model", "model_not_found");
-    Request r = b.builder.build(p);
+    Request r = b.builder.build(p, access.tenant(req.get_header_value("Authorization")));
     stream = p.stream;
     include_usage = p.include_usage;
     logprobs = r.params.logprobs >= 0;

@@ -38,11 +38,10 @@ std::string read_template(const std::string& model, const std::string& file) {
   return *t;
 }
 
-std::string render_line(ChatTemplateFamily family, const std::string& tmpl,
-                        const std::string& line, bool generation_prompt) {
+std::string render_line(ChatTemplateFamily family, const std::string& tmpl, const std::string& line,
+                        bool generation_prompt) {
   try {
-    const server::ParsedRequest p =
-        server::parse_request(line, server::Endpoint::ChatCompletions);
+    const server::ParsedRequest p = server::parse_request(line, server::Endpoint::ChatCompletions);
     std::vector<std::string> tools;
     for (const auto& t : p.tools.tools) tools.push_back(t.definition);
     return nlohmann::json(render_chat(family, tmpl, p.messages, generation_prompt, tools)).dump();

@@ -32,7 +32,7 @@ struct FakeRequest {
   int id;
   std::vector<int> tokens;
   uint64_t tenant = 0;
-  SamplingParams sampling;
+  SamplingParams sampling = {};
   Rng rng{1};
   DraftContext context() { return {id, tokens, &sampling, &rng, nullptr, tenant}; }
 };

@@ -71,9 +71,15 @@ TEST(StructuredSchema, AnyJsonObject) {
                           R"({"a":1}})"})
     EXPECT_FALSE(d.accepts(bad)) << bad;
   EXPECT_TRUE(d.prefix(R"({"a": [1, {"b")"));
-  // Whitespace runs are bounded.
-  EXPECT_TRUE(d.accepts("{" + std::string(kMaxWhitespace, ' ') + "}"));
-  EXPECT_FALSE(d.prefix("{" + std::string(kMaxWhitespace + 1, ' ')));
+  // Whitespace: one run per gap, "", " " or a newline and at most kMaxIndent
+  // spaces or tabs (json_lexical.h).
+  EXPECT_TRUE(d.accepts("{\n" + std::string(kMaxIndent, ' ') + "}"));
+  EXPECT_TRUE(d.accepts("{\n\t\t\"a\": 1\n}"));
+  EXPECT_FALSE(d.prefix("{\n" + std::string(kMaxIndent + 1, ' ')));
+  EXPECT_FALSE(d.prefix("{  "));
+  EXPECT_FALSE(d.prefix("{\n\n"));
+  EXPECT_FALSE(d.prefix("{ \n"));
+  EXPECT_FALSE(d.prefix("{\r\n"));
   // Numbers are bounded in length.
   EXPECT_TRUE(d.accepts(R"({"a":)" + std::string(kMaxIntegerDigits, '9') + "}"));
   EXPECT_FALSE(d.prefix(R"({"a":)" + std::string(kMaxIntegerDigits + 1, '9')));
@@ -107,6 +113,25 @@ TEST(StructuredSchema, ObjectPropertiesInSchemaOrder) {
     EXPECT_TRUE(o.accepts(ok)) << ok;
   for (const char* bad : {R"({"b":1,"a":1})", R"({,"a":1})", R"({"a":1,})", R"({"a":1 "b":2})"})
     EXPECT_FALSE(o.accepts(bad)) << bad;
+}
+
+// Each gap between tokens holds one bounded run of whitespace: runs cannot
+// chain (after a value, then after the comma) into blank lines. SmolLM2 once
+// wrote {"name": "Human,"\n   \n\n\n\n,"age": ... until max_tokens ran out.
+TEST(StructuredSchema, WhitespaceIsOneBoundedRunPerGap) {
+  Doc d(R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "integer"}}}, "required": ["name", "age"]})");
+  EXPECT_TRUE(d.accepts(R"({"name":"Human","age":3})"));
+  EXPECT_TRUE(d.accepts("{\n  \"name\" : \"Human\" ,\n  \"age\": 3,\n\t\"tags\": [ 1 ,\n 2 ]\n}"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human,\"\n   \n"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human\"\n\n"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human\",  "));
+  EXPECT_FALSE(d.prefix("{\"name\"  :"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human\", \"age\": 3, \"tags\": [1\n\n"));
+  // At most 1 + kMaxIndent bytes per gap: the longest gap is bounded.
+  const std::string indent(kMaxIndent, '\t');
+  EXPECT_TRUE(d.accepts("{\n" + indent + "\"name\":\"x\",\"age\":1\n" + indent + "}"));
+  EXPECT_FALSE(d.prefix("{\n" + indent + " "));
 }
 
 TEST(StructuredSchema, MapsAndClosedObjects) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -43,7 +44,16 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int root_rule, int max_rule
         static_cast<int>(std::min<int64_t>({kMaxStates - offset[r], by_table, max_rule_states}));
     check(budget > 0, "the schema is too large: its grammar exceeds {} states",
           std::min<int64_t>(kMaxStates, kMaxTableEntries / classes.count()));
-    dfas.push_back(build_rule_dfa(patterns_[r], classes, budget));
+    try {
+      dfas.push_back(build_rule_dfa(patterns_[r], classes, budget));
+    } catch (const Error& e) {
+      // Name the limit that was reached: the grammar's, not what was left of it.
+      if (budget < max_rule_states &&
+          std::string_view(e.what()).find("too large") != std::string_view::npos)
+        fail("the schema is too large: its grammar exceeds {} states ({} byte classes)",
+             offset[r] + budget, classes.count());
+      throw;
+    }
     check(!dfas.back().accepting[0], "internal: grammar rule '{}' matches the empty string",
           names_[r]);
     offset[r + 1] = offset[r] + dfas.back().n_states;

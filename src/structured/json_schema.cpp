@@ -197,7 +197,13 @@ class SchemaCompiler {
     // allOf, and keywords beside $ref, anyOf or oneOf: one merged schema
     // (schema_merge.h), compiled at a path of its own so that its rules do not
     // mix with those of the schema as written.
-    if (needs_merge(s)) return value(merger_.merge(s, path), path + "/allOf");
+    // Equal merged schemas share the path of the first (so its rules), which
+    // ends recursion through them as rule calls end recursion through $ref.
+    if (needs_merge(s)) {
+      json merged = merger_.merge(s, path);
+      auto [it, fresh] = merged_paths_.emplace(merged.dump(), path + "/allOf");
+      return value(merged, it->second);
+    }
     if (s.contains("$ref")) return reference(s, path);
     if (s.value("nullable", false) == true) {
       json inner = s;
@@ -533,7 +539,7 @@ class SchemaCompiler {
   // string, and its automaton may grow exponentially ("anything" before the
   // match keeps every partial match alive): past kMaxRegexStates, strings
   // that start with a match are generated instead (fewer strings, all valid).
-  static constexpr int kMaxRegexStates = 8192;
+  static constexpr int kMaxRegexStates = 2048;
   Pattern regex_content(const std::string& regex) {
     Pattern content = compile_json_string_regex(regex);
     if (!caret_free(regex) || small_automaton(content)) return content;
@@ -594,7 +600,7 @@ class SchemaCompiler {
       }
       return json_quoted(content);
     }
-    return json_quoted(strings_.content(lo, hi));
+    return strings_.quoted(lo, hi);
   }
 
   // A numeric bound; exclusive bounds as numbers (draft 6+) or booleans (draft 4).
@@ -1167,6 +1173,7 @@ class SchemaCompiler {
   GrammarBuilder b_;
   StringLengths strings_;
   std::map<std::string, std::shared_ptr<const Grammar>> name_regexes_;
+  std::map<std::string, std::string> merged_paths_;  // merged schema's text -> its path
   std::map<std::string, int> rules_;
   std::vector<std::string> inline_stack_;
   // The rules of free-form objects and arrays, by nesting level (-1: not yet made).

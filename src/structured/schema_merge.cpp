@@ -16,6 +16,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr int kMaxMergeDepth = 64;
+constexpr int kMaxMergeSteps = 1024;  // merges (distributed alternatives tried) per merged schema
 
 // No value satisfies the parts: an alternative being distributed is dropped,
 // a merge as a whole is refused.
@@ -80,6 +81,11 @@ class Merge {
   }
 
   json merge(std::vector<json> parts, int depth) const {
+    // Distributing nested anyOf/oneOf multiplies alternatives: bound the work.
+    if (++steps_ > kMaxMergeSteps)
+      throw SchemaError(path_, fmt::format("'anyOf'/'oneOf' beside other keywords combine into "
+                                           "more than {} merges",
+                                           kMaxMergeSteps));
     for (size_t i = 0; i < parts.size(); ++i) {
       for (const char* key : {"anyOf", "oneOf"}) {
         if (!parts[i].contains(key)) continue;
@@ -341,6 +347,7 @@ class Merge {
   const SchemaRefs& refs_;
   const SchemaMerger::OneOfCheck& check_;
   std::string path_;
+  mutable int steps_ = 0;
 };
 
 }  // namespace

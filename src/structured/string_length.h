@@ -1,12 +1,14 @@
-// The characters of a JSON string whose length is bounded (minLength,
-// maxLength), counted without one automaton state per count: a length is
-// written in base kLengthBase, and a digit d at position k is d calls of a rule
-// that reads exactly kLengthBase^k characters (position 0: d characters
-// inline). Lengths in [lo, hi] are then a digit-range pattern (like the
-// integer ranges of json_lexical.cpp) over those repetitions, so the automata
-// grow with the number of digits, not with hi; a parser holds about one
-// configuration per digit position while it cannot yet tell where the string
-// ends.
+// JSON strings whose length is bounded (minLength, maxLength) above
+// kMaxInlineLength, counted without one automaton state per count: a length
+// is written in base kLengthBase, and a digit d at position k >= 1 is d calls
+// of a rule that reads exactly kLengthBase^k characters; the last digit is a
+// call of a rule that reads that many characters and the closing quote.
+// Lengths in [lo, hi] are then a digit-range pattern (like the integer ranges
+// of json_lexical.cpp) over those calls, so the automata grow with the number
+// of digits, not with hi. No rule may end inside the string except after a
+// whole chunk or the closing quote, so masks there are cached per state (a
+// rule that may end at every character would make every mask walk the
+// vocabulary with the whole parser stack).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,28 +21,31 @@
 namespace tandem::structured {
 
 inline constexpr int kLengthBase = 32;
+inline constexpr int kMaxInlineLength = 256;                   // up to it: one state per count
 inline constexpr int64_t kMaxStringLength = int64_t{1} << 20;  // larger bounds count as this
 
 class StringLengths {
  public:
-  // Rules for the chunks are declared in `b` when first needed.
+  // Rules are declared in `b` when first needed, and shared.
   explicit StringLengths(GrammarBuilder& b) : b_(b) {}
 
-  // The content (between the quotes) of strings of lo..hi characters (hi -1:
+  // A string literal, quotes included, of lo..hi characters (hi -1:
   // unbounded), an escape counting as the character it stands for. Bounds
   // above kMaxStringLength are lowered to it.
-  Pattern content(int64_t lo, int64_t hi);
+  Pattern quoted(int64_t lo, int64_t hi);
 
  private:
-  Pattern chunks(int level, int min, int max);  // min..max chunks of kLengthBase^level characters
+  Pattern chunks(int level, int min, int max);  // min..max chunks of kLengthBase^level, level >= 1
+  Pattern last(int min, int max);               // min..max characters and the closing quote
+  Pattern digit(int level, int min, int max);   // chunks, or the last characters at level 0
   Pattern any_shorter(int level);               // any length below kLengthBase^(level + 1)
   Pattern at_least(const std::vector<int>& digits, int level);
   Pattern at_most(const std::vector<int>& digits, int level);
   Pattern between(const std::vector<int>& lo, const std::vector<int>& hi, int level);
 
   GrammarBuilder& b_;
-  std::vector<int> chunk_rules_;  // [k]: the rule of kLengthBase^k characters, k >= 1; -1 unmade
-  std::map<std::pair<int, int>, int> run_rules_;  // (min, max) -> rule of min..max characters
+  std::vector<int> chunk_rules_;                   // [k]: kLengthBase^k characters; -1 unmade
+  std::map<std::pair<int, int>, int> last_rules_;  // (min, max) -> characters and the quote
 };
 
 }  // namespace tandem::structured

@@ -452,8 +452,9 @@ TEST(StructuredSchema, Formats) {
 // Long bounded strings count their characters with rule calls
 // (string_length.h): exact at every bound, and small automata.
 TEST(StructuredSchema, LongStringLengthsExactly) {
-  for (auto [lo, hi] : {std::pair{0, 1000}, std::pair{40, 1024}, std::pair{33, 5000},
-                        std::pair{1023, 1025}, std::pair{0, 32}, std::pair{31, 31}}) {
+  for (auto [lo, hi] :
+       {std::pair{0, 1000}, std::pair{40, 1024}, std::pair{33, 5000}, std::pair{1023, 1025},
+        std::pair{0, 257}, std::pair{300, 300}, std::pair{0, 40000}}) {
     const std::string schema =
         fmt::format(R"({{"type": "string", "minLength": {}, "maxLength": {}}})", lo, hi);
     Doc d(schema);
@@ -473,6 +474,10 @@ TEST(StructuredSchema, LongStringLengthsExactly) {
   EXPECT_LT(
       compile_json_schema(ojson::parse(R"({"type": "string", "maxLength": 1000000})"))->n_states(),
       6000);
+  Doc at_least(R"({"type": "string", "minLength": 300})");
+  EXPECT_FALSE(at_least.accepts("\"" + std::string(299, 'a') + "\""));
+  EXPECT_TRUE(at_least.accepts("\"" + std::string(300, 'a') + "\""));
+  EXPECT_TRUE(at_least.accepts("\"" + std::string(5000, 'a') + "\""));
   Doc huge(R"({"type": "string", "maxLength": 100000})");
   EXPECT_TRUE(huge.accepts("\"" + std::string(20000, 'z') + "\""));
 }

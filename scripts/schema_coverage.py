@@ -6,11 +6,13 @@ Two measures, per subset of the benchmark:
   coverage    declared coverage: the share of schemas that tandem compiles (the
               rest are refused with a SchemaError naming a keyword). Driven
               through build/bench/tandem_schema_coverage, one schema per line.
-  compliance  for a deterministic sample of the accepted schemas, generate one
+  compliance  for the first --per-subset schemas of each subset (in SHA-256
+              order of their names) that the server accepts, generate one
               document with `tandem serve` (OpenAI client, response_format
               json_schema, temperature 0) and validate it with Python's
-              `jsonschema` (formats checked). A document cut by max_tokens is
-              counted as unfinished, not as non-compliant.
+              `jsonschema` (formats checked: install jsonschema[format-nongpl]).
+              A document cut by max_tokens is counted as unfinished, not as
+              non-compliant.
 
 The data: the directory data/ of github.com/guidance-ai/jsonschemabench (one
 JSON file per schema in data/<Subset>/), or a JSONL test set of
@@ -160,14 +162,10 @@ def cmd_coverage(args):
     return 1 if bugs else 0
 
 
-def sample(schemas, results, per_subset):
-    """A deterministic sample of the accepted schemas of each subset: the lowest hashes."""
-    picked = []
-    for name, _ in SUBSETS:
-        ok = [s for s, r in zip(schemas, results) if s[0] == name and r["ok"]]
-        ok.sort(key=lambda s: hashlib.sha256(s[1].encode()).hexdigest())
-        picked += ok[:per_subset]
-    return picked
+def by_hash(schemas, subset):
+    """A subset's schemas in a deterministic order that mixes them: by SHA-256 of the name."""
+    mine = [s for s in schemas if s[0] == subset]
+    return sorted(mine, key=lambda s: hashlib.sha256(s[1].encode()).hexdigest())
 
 
 def cmd_compliance(args):
@@ -175,49 +173,63 @@ def cmd_compliance(args):
     import openai
 
     schemas = load(args.data)
-    results = compile_all(args.tool, schemas, args.timeout)
-    picked = sample(schemas, results, args.per_subset)
     client = openai.OpenAI(base_url=args.server.rstrip("/") + "/v1", api_key="none",
                            timeout=args.request_timeout, max_retries=0)
     counts = collections.defaultdict(collections.Counter)
     failures = []
     t0 = time.time()
-    for subset, name, text in picked:
-        schema = json.loads(text)
-        prompt = ("Write one JSON document that is valid against this JSON Schema. "
-                  "Reply with the JSON only.\n" + text[:args.prompt_chars])
-        try:
-            resp = client.chat.completions.create(
-                model="tandem", messages=[{"role": "user", "content": prompt}],
-                temperature=0, max_tokens=args.max_tokens,
-                response_format={"type": "json_schema",
-                                 "json_schema": {"name": "doc", "schema": schema}})
-        except openai.APIStatusError as e:
-            counts[subset]["request error"] += 1
-            failures.append((subset, name, f"HTTP {e.status_code}: {str(e)[:300]}"))
-            continue
-        except openai.APITimeoutError:
-            counts[subset]["timeout"] += 1
-            failures.append((subset, name, "request timeout"))
-            continue
-        choice = resp.choices[0]
-        if choice.finish_reason == "length":
-            counts[subset]["unfinished"] += 1
-            continue
-        try:
-            doc = json.loads(choice.message.content)
-        except ValueError as e:
-            counts[subset]["invalid"] += 1
-            failures.append((subset, name, f"not JSON: {e}: {choice.message.content[:200]!r}"))
-            continue
-        cls = jsonschema.validators.validator_for(schema)
-        errors = list(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(doc))
-        if errors:
-            counts[subset]["invalid"] += 1
-            failures.append((subset, name, f"{errors[0].message[:200]} at "
-                             f"{list(errors[0].absolute_path)}: {choice.message.content[:300]!r}"))
-        else:
-            counts[subset]["valid"] += 1
+    for subset, _ in SUBSETS:
+        # The first per_subset schemas in hash order that the server accepts
+        # (a refused schema is a 400 before any decoding).
+        for _, name, text in by_hash(schemas, subset):
+            if counts[subset]["sampled"] == args.per_subset:
+                break
+            schema = json.loads(text)
+            prompt = ("Write one short JSON document that is valid against this JSON Schema, "
+                      "with short strings. Reply with the JSON only.\n" + text[:args.prompt_chars])
+            try:
+                resp = client.chat.completions.create(
+                    model=args.model, messages=[{"role": "user", "content": prompt}],
+                    temperature=0, max_tokens=args.max_tokens,
+                    response_format={"type": "json_schema",
+                                     "json_schema": {"name": "doc", "schema": schema}})
+            except openai.BadRequestError as e:
+                body = e.body if isinstance(e.body, dict) else {}
+                if body.get("code") == "unsupported_schema" or "unsupported_schema" in str(body):
+                    counts[subset]["refused"] += 1
+                    continue
+                counts[subset]["sampled"] += 1
+                counts[subset]["request error"] += 1
+                failures.append((subset, name, f"HTTP 400: {str(e)[:300]}"))
+                continue
+            except (openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError) as e:
+                counts[subset]["sampled"] += 1
+                counts[subset]["request error"] += 1
+                failures.append((subset, name, f"{type(e).__name__}: {str(e)[:300]}"))
+                continue
+            counts[subset]["sampled"] += 1
+            choice = resp.choices[0]
+            if choice.finish_reason == "length":
+                counts[subset]["unfinished"] += 1
+                continue
+            try:
+                doc = json.loads(choice.message.content)
+            except ValueError as e:
+                counts[subset]["invalid"] += 1
+                failures.append((subset, name, f"not JSON: {e}: {choice.message.content[:200]!r}"))
+                continue
+            cls = jsonschema.validators.validator_for(schema)
+            errors = list(cls(schema, format_checker=cls.FORMAT_CHECKER).iter_errors(doc))
+            if errors:
+                counts[subset]["invalid"] += 1
+                failures.append((subset, name, f"{errors[0].message[:200]} at "
+                                 f"{list(errors[0].absolute_path)}: "
+                                 f"{choice.message.content[:300]!r}"))
+            else:
+                counts[subset]["valid"] += 1
+            if args.verbose:
+                print(subset, name, choice.finish_reason, "ok" if not errors else "INVALID",
+                      file=sys.stderr, flush=True)
     print(f"{'subset':16} {'sampled':>8} {'finished':>9} {'valid':>6} {'compliance':>11} "
           f"{'unfinished':>11} {'errors':>7}")
     for name, _ in SUBSETS:
@@ -225,14 +237,13 @@ def cmd_compliance(args):
         if c is None:
             continue
         finished = c["valid"] + c["invalid"]
-        n = finished + c["unfinished"] + c["request error"] + c["timeout"]
         comp = f"{100.0 * c['valid'] / finished:.1f}%" if finished else "-"
-        print(f"{name:16} {n:8} {finished:9} {c['valid']:6} {comp:>11} {c['unfinished']:11} "
-              f"{c['request error'] + c['timeout']:7}")
+        print(f"{name:16} {c['sampled']:8} {finished:9} {c['valid']:6} {comp:>11} "
+              f"{c['unfinished']:11} {c['request error']:7}")
     print(f"({time.time() - t0:.0f} s)")
     for f in failures:
         print("FAILED:", *f)
-    return 0
+    return 1 if any(c["invalid"] for c in counts.values()) else 0
 
 
 def main():
@@ -243,10 +254,10 @@ def main():
         p = sub.add_parser(name)
         p.add_argument("--data", required=True,
                        help="jsonschemabench's data/ directory, or a JSONL test set")
-        p.add_argument("--tool", default=DEFAULT_TOOL)
-        p.add_argument("--timeout", type=float, default=60,
-                       help="seconds one schema may take to compile")
     cov = sub.choices["coverage"]
+    cov.add_argument("--tool", default=DEFAULT_TOOL)
+    cov.add_argument("--timeout", type=float, default=60,
+                     help="seconds one schema may take to compile")
     cov.add_argument("--out", help="write each schema's verdict here (JSONL)")
     cov.add_argument("--top", type=int, default=4, help="refusal keywords listed per subset")
     comp = sub.choices["compliance"]
@@ -256,6 +267,8 @@ def main():
     comp.add_argument("--prompt-chars", type=int, default=2000,
                       help="the schema's text in the prompt is cut to this many characters")
     comp.add_argument("--request-timeout", type=float, default=300)
+    comp.add_argument("--model", default="tandem", help="the model id to ask for")
+    comp.add_argument("--verbose", action="store_true", help="a line per request on stderr")
     args = ap.parse_args()
     sys.exit(cmd_coverage(args) if args.cmd == "coverage" else cmd_compliance(args))
 

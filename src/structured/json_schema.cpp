@@ -8,6 +8,7 @@
 #include "structured/json_lexical.h"
 #include "structured/json_number_range.h"
 #include "structured/regex.h"
+#include "structured/regex_strings.h"
 #include "structured/schema_merge.h"
 #include "structured/schema_refs.h"
 #include "structured/string_length.h"
@@ -456,96 +457,6 @@ class SchemaCompiler {
     return static_cast<int64_t>(v.get<double>());
   }
 
-  // The least and greatest number of characters of the strings of a regex's
-  // content pattern, and whether it reads only printable ASCII other than '"'
-  // and '\' (then bytes are characters). Calls do not occur in regexes.
-  struct Lengths {
-    int64_t min = 0, max = 0;  // max -1: unbounded
-    bool ascii = true;
-  };
-  static Lengths lengths_of(const Pattern& p) {
-    switch (p.kind()) {
-      case Pattern::Kind::Empty:
-        return {0, 0, true};
-      case Pattern::Kind::Bytes: {
-        bool ascii = true;
-        for (int b = 0; b < 256; ++b)
-          if (p.byte_set().has(static_cast<uint8_t>(b)))
-            ascii &= b >= 0x20 && b < 0x7F && b != '"' && b != '\\';
-        return {1, 1, ascii};
-      }
-      case Pattern::Kind::Seq:
-      case Pattern::Kind::Members: {
-        Lengths out{0, 0, true};
-        for (const auto& i : p.items()) {
-          const Lengths l = lengths_of(i);
-          out.min += l.min;
-          out.max = out.max < 0 || l.max < 0 ? -1 : out.max + l.max;
-          out.ascii &= l.ascii;
-        }
-        return out;
-      }
-      case Pattern::Kind::Alt: {
-        Lengths out{INT64_MAX, 0, true};
-        for (const auto& i : p.items()) {
-          const Lengths l = lengths_of(i);
-          out.min = std::min(out.min, l.min);
-          out.max = out.max < 0 || l.max < 0 ? -1 : std::max(out.max, l.max);
-          out.ascii &= l.ascii;
-        }
-        return out;
-      }
-      case Pattern::Kind::Repeat: {
-        const Lengths l = lengths_of(p.items()[0]);
-        return {l.min * p.min(), p.max() < 0 || l.max < 0 ? -1 : l.max * p.max(), l.ascii};
-      }
-      case Pattern::Kind::Call:
-        break;
-    }
-    return {0, -1, false};
-  }
-
-  // Whether `content` compiles to a small automaton (strings of it, one rule).
-  static bool small_automaton(const Pattern& content) {
-    GrammarBuilder gb;
-    const int r = gb.declare_rule("pattern");
-    gb.define_rule(r, json_quoted(content));
-    try {
-      gb.build(r, kMaxRegexStates);
-      return true;
-    } catch (const Error&) {
-      return false;
-    }
-  }
-
-  // Whether a regex uses '^' only inside character classes.
-  static bool caret_free(const std::string& regex) {
-    bool in_class = false;
-    for (size_t i = 0; i < regex.size(); ++i) {
-      if (regex[i] == '\\') {
-        ++i;
-      } else if (regex[i] == '[') {
-        in_class = true;
-      } else if (regex[i] == ']') {
-        in_class = false;
-      } else if (regex[i] == '^' && !in_class) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // A regex's content pattern. An unanchored regex matches anywhere in the
-  // string, and its automaton may grow exponentially ("anything" before the
-  // match keeps every partial match alive): past kMaxRegexStates, strings
-  // that start with a match are generated instead (fewer strings, all valid).
-  static constexpr int kMaxRegexStates = 2048;
-  Pattern regex_content(const std::string& regex) {
-    Pattern content = compile_json_string_regex(regex);
-    if (!caret_free(regex) || small_automaton(content)) return content;
-    return compile_json_string_regex("^(?:" + regex + ")");
-  }
-
   Pattern string(const json& s, const std::string& path) {
     const auto min_len = count(s, "minLength", path, kMaxStringLength);
     const auto max_len = count(s, "maxLength", path, INT64_MAX);
@@ -580,14 +491,14 @@ class SchemaCompiler {
     if (regex) {
       Pattern content;
       try {
-        content = regex_content(*regex);
+        content = string_regex(*regex);
       } catch (const Error& e) {
         schema_error(regex_path, e.what());
       }
       // Lengths beside a regex: fine when every string of the regex has an
       // allowed length (a character is 1 to 6 bytes: 6 for \uXXXX).
       if (lengths) {
-        const Lengths l = lengths_of(content);
+        const RegexLengths l = regex_lengths(content);
         const int64_t min_chars = l.ascii ? l.min : (l.min + 5) / 6;
         const bool short_ok = min_chars >= lo;
         const bool long_ok = hi < 0 || (l.max >= 0 && l.max <= hi);
@@ -886,7 +797,7 @@ class SchemaCompiler {
         for (const auto& [regex, sub] : patterns.items()) {
           Pattern key;
           try {
-            key = json_quoted(regex_content(regex));
+            key = json_quoted(string_regex(regex));
           } catch (const Error& e) {
             schema_error(path + "/patternProperties/" + pointer_token(regex), e.what());
           }

@@ -21,7 +21,7 @@
 //    prefixItems) with additionalItems/items for the rest; uniqueItems as
 //    distinct listed values (enum, const, boolean) in the order of the list,
 //    otherwise at most one item (refused when minItems is above 1).
-//  - strings: enum, const, pattern (see regex.h; an unanchored regex whose
+//  - strings: enum, const, pattern (see regex.h and regex_strings.h: an unanchored regex whose
 //    automaton would grow past kMaxRegexStates generates the strings that
 //    start with a match), minLength/maxLength counted in base 32 with rule
 //    calls (string_length.h; bounds above 2^20 count as 2^20), format (see

@@ -71,8 +71,7 @@ class SchemaCompiler {
   explicit SchemaCompiler(const json& root)
       : root_(root),
         refs_(root),
-        merger_(refs_, [this](const json& alts,
-                              const std::string& path) { check_one_of_disjoint(alts, path); }),
+        merger_(refs_, [this](const json& a, const json& b) { return disjoint(a, b); }),
         strings_(b_) {}
 
   std::shared_ptr<const Grammar> compile() {
@@ -195,16 +194,8 @@ class SchemaCompiler {
     check_keywords(s, path);
     InlineGuard guard(inline_stack_, path);
 
-    // allOf, and keywords beside $ref, anyOf or oneOf: one merged schema
-    // (schema_merge.h), compiled at a path of its own so that its rules do not
-    // mix with those of the schema as written.
-    // Equal merged schemas share the path of the first (so its rules), which
-    // ends recursion through them as rule calls end recursion through $ref.
-    if (needs_merge(s)) {
-      json merged = merger_.merge(s, path);
-      auto [it, fresh] = merged_paths_.emplace(merged.dump(), path + "/allOf");
-      return value(merged, it->second);
-    }
+    // allOf, and keywords beside $ref, anyOf or oneOf: one merged schema.
+    if (needs_merge(s)) return merged(s, path);
     if (s.contains("$ref")) return reference(s, path);
     if (s.value("nullable", false) == true) {
       json inner = s;
@@ -212,6 +203,16 @@ class SchemaCompiler {
       return Pattern::alt({core(inner, path), Pattern::literal("null")});
     }
     return core(s, path);
+  }
+
+  // s merged into one schema (schema_merge.h), compiled at a path of its own
+  // so that its rules do not mix with those of the schema as written. Equal
+  // merged schemas share the path of the first (so its rules), which ends
+  // recursion through them as rule calls end recursion through $ref.
+  Pattern merged(const json& s, const std::string& path) {
+    json m = merger_.merge(s, path);
+    auto [it, fresh] = merged_paths_.emplace(m.dump(), path + "/allOf");
+    return value(m, it->second);
   }
 
   Pattern reference(const json& s, const std::string& path) {
@@ -229,7 +230,15 @@ class SchemaCompiler {
         schema_error(path + "/" + key, fmt::format("'{}' must be a non-empty array", key));
       if (auto others = other_keywords(s, {key}); !others.empty())
         schema_error(path, fmt::format("'{}' beside '{}' is not supported", others[0], key));
-      if (std::string_view(key) == "oneOf") check_one_of_disjoint(alts, path + "/oneOf");
+      // Alternatives that may overlap: the merger tells objects apart by
+      // their required names where it can.
+      if (std::string_view(key) == "oneOf") {
+        try {
+          check_one_of_disjoint(alts, path + "/oneOf");
+        } catch (const SchemaError&) {
+          return merged(s, path);
+        }
+      }
       std::vector<Pattern> out;
       for (size_t i = 0; i < alts.size(); ++i)
         out.push_back(value(alts[i], fmt::format("{}/{}/{}", path, key, i)));
@@ -496,12 +505,20 @@ class SchemaCompiler {
         schema_error(regex_path, e.what());
       }
       // Lengths beside a regex: fine when every string of the regex has an
-      // allowed length (a character is 1 to 6 bytes: 6 for \uXXXX).
+      // allowed length, or when bounding its repetitions makes every string
+      // short enough.
       if (lengths) {
-        const RegexLengths l = regex_lengths(content);
-        const int64_t min_chars = l.ascii ? l.min : (l.min + 5) / 6;
-        const bool short_ok = min_chars >= lo;
-        const bool long_ok = hi < 0 || (l.max >= 0 && l.max <= hi);
+        RegexLengths l = regex_lengths(content);
+        // Beyond printable ASCII the count may be over (an escape not told
+        // apart): only "not empty" is trusted then.
+        const bool short_ok = lo == 0 || (l.ascii ? l.min >= lo : lo <= 1 && l.min >= 1);
+        bool long_ok = hi < 0 || (l.max >= 0 && l.max <= hi);
+        if (short_ok && !long_ok) {
+          if (auto bounded = bound_length(content, hi)) {
+            content = *bounded;
+            long_ok = true;
+          }
+        }
         if (!short_ok || !long_ok)
           schema_error(regex_path,
                        fmt::format("'{}' together with '{}' is not supported unless every string "

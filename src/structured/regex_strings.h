@@ -3,6 +3,7 @@
 // unanchored regex.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "structured/pattern.h"
@@ -21,13 +22,18 @@ inline constexpr int kMaxRegexStates = 2048;
 Pattern string_regex(const std::string& regex);
 
 // The least and greatest number of characters of the strings of a content
-// pattern without calls, and whether it reads only printable ASCII other than
-// '"' and '\' (then bytes are characters; otherwise a character is 1 to 6
-// bytes, 6 for \uXXXX).
+// pattern without calls (a UTF-8 sequence or an escape counting as one), and
+// whether it reads only printable ASCII other than '"' and '\'.
 struct RegexLengths {
   int64_t min = 0, max = 0;  // max -1: unbounded
   bool ascii = true;
 };
 RegexLengths regex_lengths(const Pattern& content);
+
+// The content pattern with each unbounded repetition bounded (at most k more
+// than its minimum, k as large as fits) so that no string is longer than
+// max_chars characters: a subset of its strings, for maxLength beside a
+// pattern. nullopt when even the shortest forms are too long.
+std::optional<Pattern> bound_length(const Pattern& content, int64_t max_chars);
 
 }  // namespace tandem::structured

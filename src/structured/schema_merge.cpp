@@ -49,8 +49,8 @@ json all_of(const std::vector<json>& schemas) {
 
 class Merge {
  public:
-  Merge(const SchemaRefs& refs, const SchemaMerger::OneOfCheck& check, std::string path)
-      : refs_(refs), check_(check), path_(std::move(path)) {}
+  Merge(const SchemaRefs& refs, const SchemaMerger::Disjoint& disjoint, std::string path)
+      : refs_(refs), disjoint_(disjoint), path_(std::move(path)) {}
 
   // `part` and what its $ref and allOf bring, as parts without either.
   void expand(const json& part, std::vector<json>& out, int depth) const {
@@ -119,7 +119,7 @@ class Merge {
         for (auto& o : out) a.push_back(std::move(o));
         // oneOf is generated as anyOf: its alternatives, merged with what
         // stands beside them, must not overlap.
-        if (std::string_view(key) == "oneOf" && a.size() > 1) check_(a, path_ + "/oneOf");
+        if (std::string_view(key) == "oneOf") tell_apart(a);
         if (a.size() == 1) return a[0];
         return json{{"anyOf", a}};
       }
@@ -128,6 +128,51 @@ class Merge {
   }
 
  private:
+  static std::set<std::string> required_of(const json& s) {
+    std::set<std::string> out;
+    if (s.contains("required") && s["required"].is_array())
+      for (const auto& r : s["required"])
+        if (r.is_string()) out.insert(r.get<std::string>());
+    return out;
+  }
+
+  // A name that y requires and x does not, which x can leave out: x lists its
+  // names (so generates no others) and has no dependencies that could require
+  // the name after all. Empty when there is none.
+  static std::string name_to_leave_out(const json& x, const json& y) {
+    if (!x.is_object() || !y.is_object()) return "";
+    const bool listed =
+        (x.contains("properties") && x["properties"].is_object() && !x["properties"].empty()) ||
+        x.contains("required");
+    if (!listed || x.contains("dependencies") || x.contains("dependentRequired") ||
+        x.contains("patternProperties"))
+      return "";
+    const auto rx = required_of(x);
+    for (const auto& name : required_of(y))
+      if (!rx.count(name)) return name;
+    return "";
+  }
+
+  // oneOf's merged alternatives, each pair made disjoint (or refused).
+  void tell_apart(json& alts) const {
+    for (size_t i = 0; i < alts.size(); ++i)
+      for (size_t j = i + 1; j < alts.size(); ++j) {
+        if (disjoint_(alts[i], alts[j])) continue;
+        const std::string p = name_to_leave_out(alts[i], alts[j]);
+        const std::string q = name_to_leave_out(alts[j], alts[i]);
+        if (p.empty() || q.empty())
+          throw SchemaError(path_ + "/oneOf",
+                            fmt::format("'oneOf' alternatives {} and {} may both match a value, "
+                                        "which generation cannot rule out (alternatives need "
+                                        "different types, different const/enum values of a "
+                                        "required property, or each a required property the "
+                                        "other does not require; or use 'anyOf')",
+                                        i, j));
+        if (alts[i].contains("properties")) alts[i]["properties"].erase(p);
+        if (alts[j].contains("properties")) alts[j]["properties"].erase(q);
+      }
+  }
+
   // Draft 4's boolean exclusive bounds as numbers, OpenAPI's nullable as a type.
   static void normalize(json& s) {
     for (auto [excl, incl] :
@@ -345,7 +390,7 @@ class Merge {
   }
 
   const SchemaRefs& refs_;
-  const SchemaMerger::OneOfCheck& check_;
+  const SchemaMerger::Disjoint& disjoint_;
   std::string path_;
   mutable int steps_ = 0;
 };
@@ -413,11 +458,11 @@ bool needs_merge(const json& s) {
   return anchors > 1 || (anchors == 1 && others > 0);
 }
 
-SchemaMerger::SchemaMerger(const SchemaRefs& refs, OneOfCheck one_of_check)
-    : refs_(refs), one_of_check_(std::move(one_of_check)) {}
+SchemaMerger::SchemaMerger(const SchemaRefs& refs, Disjoint disjoint)
+    : refs_(refs), disjoint_(std::move(disjoint)) {}
 
 json SchemaMerger::merge(const json& s, const std::string& path) const {
-  Merge m(refs_, one_of_check_, path);
+  Merge m(refs_, disjoint_, path);
   std::vector<json> parts;
   m.expand(s, parts, 0);
   if (parts.empty()) return json::object();

@@ -6,6 +6,9 @@
 //  - $ref and allOf at the top of a part are expanded into more parts;
 //  - anyOf and oneOf are distributed: A and (B or C) = (A and B) or (A and C),
 //    alternatives that no value satisfies dropped, at most kMaxDistributed;
+//    merged oneOf alternatives that may overlap are told apart by required
+//    names: where y requires a name that x does not, x leaves it out (so x's
+//    documents fail y), both ways, else the oneOf is refused;
 //  - type and enum/const intersect; minimum-like bounds take the larger,
 //    maximum-like the smaller; required, and unique items, accumulate;
 //  - properties: a name's schemas from every part that lists it, plus the
@@ -40,12 +43,12 @@ bool needs_merge(const nlohmann::ordered_json& s);
 
 class SchemaMerger {
  public:
-  // Called with the alternatives of each oneOf before it is distributed: it
-  // throws SchemaError when they may overlap (oneOf is generated as anyOf).
-  using OneOfCheck =
-      std::function<void(const nlohmann::ordered_json& alternatives, const std::string& path)>;
+  // Whether no value can satisfy both schemas, as far as the caller can
+  // tell (oneOf is generated as anyOf, so its alternatives must not overlap).
+  using Disjoint =
+      std::function<bool(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b)>;
 
-  SchemaMerger(const SchemaRefs& refs, OneOfCheck one_of_check);
+  SchemaMerger(const SchemaRefs& refs, Disjoint disjoint);
 
   // The merged schema: no allOf or $ref at its top, anyOf only alone. Throws
   // SchemaError (at `path` or below) when no value satisfies all parts or the
@@ -54,7 +57,7 @@ class SchemaMerger {
 
  private:
   const SchemaRefs& refs_;
-  OneOfCheck one_of_check_;
+  Disjoint disjoint_;
 };
 
 }  // namespace tandem::structured

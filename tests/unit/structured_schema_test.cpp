@@ -404,6 +404,37 @@ TEST(StructuredSchema, AllOfAndKeywordsBesideRefsMerge) {
   EXPECT_FALSE(pruned.accepts("1"));
 }
 
+// oneOf alternatives that differ only in what they require: each leaves out
+// a name that the others require, so that no document matches two.
+TEST(StructuredSchema, OneOfToldApartByRequiredNames) {
+  Doc area(R"({"type": "object", "properties": {"radius": {"type": "number"},
+                "length": {"type": "number"}, "width": {"type": "number"}},
+               "oneOf": [{"required": ["radius"]}, {"required": ["length", "width"]}]})");
+  EXPECT_TRUE(area.accepts(R"({"radius":1})"));
+  EXPECT_TRUE(area.accepts(R"({"length":1,"width":2})"));
+  for (const char* bad : {R"({"radius":1,"length":1,"width":2})", "{}", R"({"length":1})",
+                          R"({"length":1,"width":2,"radius":3})"})
+    EXPECT_FALSE(area.accepts(bad)) << bad;
+  Doc plain(R"({"oneOf": [{"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"]},
+                          {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b"]}]})");
+  EXPECT_TRUE(plain.accepts(R"({"a":1})"));
+  EXPECT_TRUE(plain.accepts(R"({"b":1})"));
+  EXPECT_FALSE(plain.accepts(R"({"a":1,"b":1})"));
+}
+
+// maxLength beside an unbounded pattern: its repetitions are bounded so that
+// every string fits.
+TEST(StructuredSchema, PatternWithinMaxLength) {
+  Doc version(R"({"type": "string", "pattern": "^(\\d+\\.\\d+\\.\\d+.*)$", "maxLength": 12})");
+  // Four repetitions, each at most one more than its minimum: 5 + 4 x 1 <= 12.
+  for (const char* ok : {R"("1.2.3")", R"("10.20.30x")"}) EXPECT_TRUE(version.accepts(ok)) << ok;
+  for (const char* bad : {R"("10.20.30-rc12")", R"("1.2")", R"("x1.2.3")"})
+    EXPECT_FALSE(version.accepts(bad)) << bad;
+  Doc words(R"({"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 20})");
+  EXPECT_TRUE(words.accepts(R"("a b c")"));
+  EXPECT_FALSE(words.accepts(R"("abcdefghij abcdefghij")"));
+}
+
 TEST(StructuredSchema, Formats) {
   struct Case {
     const char* format;
@@ -616,7 +647,10 @@ TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
            "minProperties": 2})",
        "#/minProperties", "more than the 1 properties"},
       {R"({"type": "object", "if": {"required": ["a"]}})", "#/if", "'if' is not supported"},
-      {R"({"type": "string", "pattern": "a", "maxLength": 3})", "#/pattern", "together"},
+      {R"({"type": "string", "pattern": "^a{5}$", "maxLength": 3})", "#/pattern", "together"},
+      {R"({"type": "string", "pattern": "^a$", "minLength": 2})", "#/pattern", "'minLength'"},
+      // Two bytes, one character: not taken for two.
+      {R"({"type": "string", "pattern": "^\n$", "minLength": 2})", "#/pattern", "'minLength'"},
       {R"({"type": "string", "pattern": "a**"})", "#/pattern", "nothing to repeat"},
       {R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})", "#/oneOf", "may both match"},
       {R"({"oneOf": [{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},

@@ -88,9 +88,21 @@ Pattern StringLengths::between(const std::vector<int>& lo, const std::vector<int
 Pattern StringLengths::quoted(int64_t lo, int64_t hi) {
   lo = std::min(lo, kMaxStringLength);
   if (hi > kMaxStringLength) hi = kMaxStringLength;
-  // Short bounds, and a lower bound alone that is short: one state per count.
-  if ((hi >= 0 && hi <= kMaxInlineLength) || (hi < 0 && lo <= kMaxInlineLength))
-    return json_string(static_cast<int>(lo), static_cast<int>(hi));
+  // Short bounds, and a lower bound alone that is short: one state per count
+  // (about 47 for JSON's characters and escapes), inline below kLengthBase,
+  // else in a rule of its own shared by the strings with the same bounds, so
+  // that an object with many bounded strings does not hold all their states.
+  const int64_t counted = hi >= 0 ? hi : lo;
+  if (counted < kLengthBase) return json_string(static_cast<int>(lo), static_cast<int>(hi));
+  if (counted <= kMaxInlineLength) {
+    auto [it, fresh] =
+        whole_rules_.emplace(std::pair{static_cast<int>(lo), static_cast<int>(hi)}, -1);
+    if (fresh) {
+      it->second = b_.declare_rule(fmt::format("a string of {} to {} characters", lo, hi));
+      b_.define_rule(it->second, json_string(static_cast<int>(lo), static_cast<int>(hi)));
+    }
+    return Pattern::call(it->second);
+  }
   if (hi < 0) hi = kMaxStringLength;  // a long lower bound alone: counted up to the largest
   int width = 1;
   for (int64_t n = hi; n >= kLengthBase; n /= kLengthBase) ++width;

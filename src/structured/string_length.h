@@ -1,5 +1,6 @@
-// JSON strings whose length is bounded (minLength, maxLength) above
-// kMaxInlineLength, counted without one automaton state per count: a length
+// JSON strings whose length is bounded (minLength, maxLength). Up to
+// kMaxInlineLength, one automaton state per count (in a shared rule of its own
+// from kLengthBase on). Above, counted without one state per count: a length
 // is written in base kLengthBase, and a digit d at position k >= 1 is d calls
 // of a rule that reads exactly kLengthBase^k characters; the last digit is a
 // call of a rule that reads that many characters and the closing quote.
@@ -44,8 +45,9 @@ class StringLengths {
   Pattern between(const std::vector<int>& lo, const std::vector<int>& hi, int level);
 
   GrammarBuilder& b_;
-  std::vector<int> chunk_rules_;                   // [k]: kLengthBase^k characters; -1 unmade
-  std::map<std::pair<int, int>, int> last_rules_;  // (min, max) -> characters and the quote
+  std::vector<int> chunk_rules_;                    // [k]: kLengthBase^k characters; -1 unmade
+  std::map<std::pair<int, int>, int> last_rules_;   // (min, max) -> characters and the quote
+  std::map<std::pair<int, int>, int> whole_rules_;  // (min, max) -> a string up to kMaxInlineLength
 };
 
 }  // namespace tandem::structured

@@ -22,7 +22,7 @@ namespace {
 // Accepted schemas of tests/data/jsonschemabench/schemas.jsonl when this was
 // last raised (scripts/schema_coverage.py coverage --data on that file gives
 // the same count). Raise it when support grows; never lower it silently.
-constexpr int kRecordedAccepted = 297;
+constexpr int kRecordedAccepted = 301;
 
 // Whether a refusal names what it refuses: a quoted JSON Schema keyword, or
 // the schema's size.

@@ -28,13 +28,15 @@
 //    json_formats.h: date, time, date-time, email, hostname, uri,
 //    uri-reference, uuid, ipv4, ipv6, regex; formats JSON Schema does not
 //    define are annotations). Lengths beside a pattern or format are accepted
-//    when every string of it has an allowed length.
+//    when every string of it has an allowed length; a maxLength beside a
+//    longer pattern bounds its repetitions (regex_strings.h).
 //  - integers and numbers with minimum/maximum/exclusiveMinimum/
 //    exclusiveMaximum (numbers within bounds are written without exponent and
 //    compare within them as doubles too: json_number_range.h), multipleOf
 //    (integers: exactly; fractions 1/n such as 0.01: integers, which
 //    floating-point validators find whole); booleans; null.
-//  - anyOf, oneOf (generated as anyOf: alternatives must not overlap), allOf
+//  - anyOf, oneOf (generated as anyOf: alternatives must not overlap, or be
+//    told apart by required names, schema_merge.h), allOf
 //    and keywords beside $ref/anyOf/oneOf merged into one schema
 //    (schema_merge.h), a "type" array, nullable (OpenAPI), $ref within the
 //    document (schema_refs.h: pointers, percent-encoded and escaped, anchors,

@@ -103,6 +103,11 @@ const Case kCases[] = {
     {"string_max_length", R"({"type": "object", "properties": {
         "summary": {"type": "string", "minLength": 10, "maxLength": 256}}, "required": ["summary"]})",
      R"({"summary": "Speculative decoding lets a small draft model propose several tokens that the large target model then checks in a single forward pass; rejection sampling keeps the output distribution exactly that of the target."})"},
+    // The same string under a bound above kMaxInlineLength: lengths counted
+    // with calls of rules of 32 characters (string_length.h).
+    {"string_max_length_4096", R"({"type": "object", "properties": {
+        "summary": {"type": "string", "minLength": 10, "maxLength": 4096}}, "required": ["summary"]})",
+     R"({"summary": "Speculative decoding lets a small draft model propose several tokens that the large target model then checks in a single forward pass; rejection sampling keeps the output distribution exactly that of the target."})"},
 };
 
 std::shared_ptr<const Grammar> grammar_of(const Case& c) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -60,38 +61,50 @@ Fragment build_repeat(const Pattern& p, Nfa& nfa) {
   return {start, end};
 }
 
-// Members x0..xn-1 with the present ones separated: tail[k] is the entry of the
-// rest after member k-1, shared by every way of reaching it, so that the
-// automaton grows linearly with the number of members.
+// Members x0..xn-1 with the present ones separated: tail[k][c] is the entry of
+// the rest after member k-1 with c members present so far, shared by every way
+// of reaching it, so that the automaton grows linearly with the number of
+// members (times the counts tracked). Counts are tracked up to `cap`: the
+// maximum when there is one, else the minimum (every count from it on is alike).
 Fragment build_members(const Pattern& p, Nfa& nfa) {
   const auto& items = p.items();
   const auto& required = p.required();
   const int n = static_cast<int>(items.size());
+  const int lo = p.min(), hi = p.max();
+  const int cap = std::min(hi >= 0 ? hi : lo, n);
+  auto after_one_more = [&](int c) { return std::min(c + 1, cap); };
+  const bool may_add = hi != 0;
   const int start = nfa.add_state();
   const int end = nfa.add_state();
-  std::vector<int> tail(n + 1);
-  tail[n] = end;
+  std::vector<std::vector<int>> tail(n + 1, std::vector<int>(cap + 1));
+  for (int c = 0; c <= cap; ++c) {
+    tail[n][c] = nfa.add_state();
+    if (c >= lo) nfa.epsilon(tail[n][c], end);
+  }
   for (int k = n - 1; k >= 0; --k) {
-    tail[k] = nfa.add_state();
-    Fragment sep = build(p.separator(), nfa);
-    Fragment item = build(items[k], nfa);
-    nfa.epsilon(tail[k], sep.start);
-    nfa.epsilon(sep.end, item.start);
-    nfa.epsilon(item.end, tail[k + 1]);
-    if (!required[k]) nfa.epsilon(tail[k], tail[k + 1]);
+    for (int c = 0; c <= cap; ++c) {
+      tail[k][c] = nfa.add_state();
+      if (!required[k]) nfa.epsilon(tail[k][c], tail[k + 1][c]);
+      if (!may_add || (hi >= 0 && c + 1 > hi)) continue;
+      Fragment sep = build(p.separator(), nfa);
+      Fragment item = build(items[k], nfa);
+      nfa.epsilon(tail[k][c], sep.start);
+      nfa.epsilon(sep.end, item.start);
+      nfa.epsilon(item.end, tail[k + 1][after_one_more(c)]);
+    }
   }
   // The first present member: any member up to and including the first required one.
   bool any_required = false;
-  for (int j = 0; j < n; ++j) {
+  for (int j = 0; j < n && may_add; ++j) {
     Fragment item = build(items[j], nfa);
     nfa.epsilon(start, item.start);
-    nfa.epsilon(item.end, tail[j + 1]);
+    nfa.epsilon(item.end, tail[j + 1][after_one_more(0)]);
     if (required[j]) {
       any_required = true;
       break;
     }
   }
-  if (!any_required) nfa.epsilon(start, end);
+  if (!any_required && lo == 0) nfa.epsilon(start, end);
   return {start, end};
 }
 
@@ -178,13 +191,32 @@ ByteClasses ByteClasses::partition(const std::vector<ByteSet>& sets) {
   return c;
 }
 
+// Sets of NFA states as keys of a hash map (subset construction).
+struct SetHash {
+  size_t operator()(const std::vector<int>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
 RuleDfa build_rule_dfa(const Pattern& p, const ByteClasses& classes, int max_states) {
   Nfa nfa;
   nfa.limit = static_cast<size_t>(max_states) * 8;
   Fragment f = build(p, nfa);
   const int n_classes = classes.count();
+  // The classes each byte edge reads, listed once rather than tested per DFA state.
+  std::vector<std::vector<std::vector<uint16_t>>> edge_classes(nfa.edges.size());
+  for (size_t s = 0; s < nfa.edges.size(); ++s) {
+    edge_classes[s].resize(nfa.edges[s].size());
+    for (size_t e = 0; e < nfa.edges[s].size(); ++e)
+      if (nfa.edges[s][e].kind == Nfa::Edge::Bytes)
+        for (int c = 0; c < n_classes; ++c)
+          if (nfa.edges[s][e].bytes.has(classes.representative[c]))
+            edge_classes[s][e].push_back(static_cast<uint16_t>(c));
+  }
 
-  std::map<std::vector<int>, int> ids;
+  std::unordered_map<std::vector<int>, int, SetHash> ids;
   std::vector<std::vector<int>> sets;
   std::vector<uint8_t> seen(nfa.edges.size(), 0);
   auto intern = [&](std::vector<int> set) {
@@ -207,10 +239,10 @@ RuleDfa build_rule_dfa(const Pattern& p, const ByteClasses& classes, int max_sta
     bool accepting = false;
     for (int s : sets[i]) {
       if (s == f.end) accepting = true;
-      for (const auto& e : nfa.edges[s]) {
+      for (size_t k = 0; k < nfa.edges[s].size(); ++k) {
+        const auto& e = nfa.edges[s][k];
         if (e.kind == Nfa::Edge::Bytes) {
-          for (int c = 0; c < n_classes; ++c)
-            if (e.bytes.has(classes.representative[c])) by_class[c].push_back(e.to);
+          for (uint16_t c : edge_classes[s][k]) by_class[c].push_back(e.to);
         } else if (e.kind == Nfa::Edge::Call) {
           by_rule[e.rule].push_back(e.to);
         }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -19,7 +20,7 @@ void GrammarBuilder::define_rule(int rule, Pattern p) {
   defined_.at(rule) = true;
 }
 
-std::shared_ptr<const Grammar> GrammarBuilder::build(int root_rule) const {
+std::shared_ptr<const Grammar> GrammarBuilder::build(int root_rule, int max_rule_states) const {
   const int n_rules = static_cast<int>(names_.size());
   check(root_rule >= 0 && root_rule < n_rules, "internal: root rule {} is not declared", root_rule);
   for (int r = 0; r < n_rules; ++r)
@@ -38,9 +39,21 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(int root_rule) const {
   std::vector<RuleDfa> dfas;
   std::vector<int> offset(n_rules + 1, 0);
   for (int r = 0; r < n_rules; ++r) {
-    const int budget = kMaxStates - offset[r];
-    check(budget > 0, "the schema is too large: its grammar exceeds {} states", kMaxStates);
-    dfas.push_back(build_rule_dfa(patterns_[r], classes, budget));
+    const int64_t by_table = kMaxTableEntries / classes.count() - offset[r];
+    const int budget =
+        static_cast<int>(std::min<int64_t>({kMaxStates - offset[r], by_table, max_rule_states}));
+    check(budget > 0, "the schema is too large: its grammar exceeds {} states",
+          std::min<int64_t>(kMaxStates, kMaxTableEntries / classes.count()));
+    try {
+      dfas.push_back(build_rule_dfa(patterns_[r], classes, budget));
+    } catch (const Error& e) {
+      // Name the limit that was reached: the grammar's, not what was left of it.
+      if (budget < max_rule_states &&
+          std::string_view(e.what()).find("too large") != std::string_view::npos)
+        fail("the schema is too large: its grammar exceeds {} states ({} byte classes)",
+             offset[r] + budget, classes.count());
+      throw;
+    }
     check(!dfas.back().accepting[0], "internal: grammar rule '{}' matches the empty string",
           names_[r]);
     offset[r + 1] = offset[r] + dfas.back().n_states;

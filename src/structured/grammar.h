@@ -53,16 +53,22 @@ class Grammar {
 // for recursion), then defined, then built together.
 class GrammarBuilder {
  public:
-  // Limit on the states of the whole grammar (a schema larger than this is refused).
-  static constexpr int kMaxStates = 65536;
+  // Limits that keep a grammar's memory and build time bounded (a schema
+  // beyond them is refused): the states of the whole grammar, of one rule's
+  // automaton (a regex whose automaton grows past it is usually exponential),
+  // and the entries of the transition table (states times byte classes, 4
+  // bytes each: 64 MiB).
+  static constexpr int kMaxStates = 1 << 20;
+  static constexpr int kMaxRuleStates = 1 << 16;
+  static constexpr int64_t kMaxTableEntries = int64_t{1} << 24;
 
   int declare_rule(std::string name);
   void define_rule(int rule, Pattern p);
 
   // Throws tandem::Error for an undefined rule, a rule that matches the empty
   // string or nothing, a rule that can call itself before reading a byte, or a
-  // grammar over kMaxStates states.
-  std::shared_ptr<const Grammar> build(int root_rule) const;
+  // grammar beyond the limits (max_rule_states: a lower limit for one rule).
+  std::shared_ptr<const Grammar> build(int root_rule, int max_rule_states = kMaxRuleStates) const;
 
  private:
   std::vector<std::string> names_;

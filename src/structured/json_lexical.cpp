@@ -64,9 +64,12 @@ Pattern non_negative_range(int64_t lo, int64_t hi) {
 }  // namespace
 
 Pattern json_whitespace() {
-  ByteSet ws;
-  for (char c : {' ', '\t', '\n', '\r'}) ws.add(static_cast<uint8_t>(c));
-  return Pattern::repeat(Pattern::bytes(ws), 0, kMaxWhitespace);
+  ByteSet indent;
+  indent.add(' ');
+  indent.add('\t');
+  return Pattern::alt({Pattern(), Pattern::byte(' '),
+                       Pattern::seq({Pattern::byte('\n'),
+                                     Pattern::repeat(Pattern::bytes(indent), 0, kMaxIndent)})});
 }
 
 Pattern json_quoted(const Pattern& content) {
@@ -107,6 +110,8 @@ Pattern json_integer(std::optional<int64_t> lo_opt, std::optional<int64_t> hi_op
   if (hi >= 0) alts.push_back(non_negative_range(std::max<int64_t>(0, lo), hi));
   return Pattern::alt(std::move(alts));
 }
+
+Pattern json_digits_range(int64_t lo, int64_t hi) { return non_negative_range(lo, hi); }
 
 Pattern json_boolean() {
   return Pattern::alt({Pattern::literal("true"), Pattern::literal("false")});

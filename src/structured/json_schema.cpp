@@ -4,8 +4,14 @@
 #include <map>
 #include <set>
 
+#include "structured/json_formats.h"
 #include "structured/json_lexical.h"
+#include "structured/json_number_range.h"
 #include "structured/regex.h"
+#include "structured/regex_strings.h"
+#include "structured/schema_merge.h"
+#include "structured/schema_refs.h"
+#include "structured/string_length.h"
 
 namespace tandem::structured {
 namespace {
@@ -18,36 +24,19 @@ const std::set<std::string, std::less<>> kRefusedKeywords = {
     "if",
     "then",
     "else",
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "patternProperties",
     "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "uniqueItems",
     "contains",
     "minContains",
     "maxContains",
-    "prefixItems",
-    "additionalItems",
     "unevaluatedProperties",
     "unevaluatedItems",
-    "multipleOf",
     "$dynamicRef",
     "$recursiveRef",
 };
 
-const std::map<std::string, std::string, std::less<>> kFormats = {
-    {"date", "^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])$"},
-    {"time", "^([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)$"},
-    {"date-time",
-     "^\\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\\d|3[01])T([01]\\d|2[0-3]):[0-5]\\d:[0-5]\\d"
-     "(\\.\\d{1,6})?(Z|[+-]([01]\\d|2[0-3]):[0-5]\\d)$"},
-    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
-    {"ipv4",
-     "^((25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)\\.){3}(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)$"},
-};
+// The most copies of an object's members that counting them may take
+// (minProperties/maxProperties: members times the counts tracked).
+constexpr size_t kMaxMembersCounted = 4096;  // members x counts tracked for min/maxProperties
 
 constexpr int kMaxSchemaDepth = 64;
 
@@ -73,14 +62,17 @@ std::string show(const std::string& path) { return path.empty() ? "#" : "#" + pa
 }
 
 bool is_neutral(std::string_view key, const json& v) {
-  if (key == "uniqueItems") return v.is_boolean() && !v.get<bool>();
-  if (key == "minProperties" || key == "minContains") return v.is_number() && v.get<double>() == 0;
+  if (key == "minContains") return v.is_number() && v.get<double>() == 0;
   return false;
 }
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json& root) : root_(root) {}
+  explicit SchemaCompiler(const json& root)
+      : root_(root),
+        refs_(root),
+        merger_(refs_, [this](const json& a, const json& b) { return disjoint(a, b); }),
+        strings_(b_) {}
 
   std::shared_ptr<const Grammar> compile(std::string_view prefix = {},
                                          std::string_view suffix = {}) {
@@ -167,7 +159,17 @@ class SchemaCompiler {
                                                                    "maximum",
                                                                    "exclusiveMinimum",
                                                                    "exclusiveMaximum",
-                                                                   "nullable"};
+                                                                   "nullable",
+                                                                   "patternProperties",
+                                                                   "minProperties",
+                                                                   "maxProperties",
+                                                                   "dependencies",
+                                                                   "dependentRequired",
+                                                                   "dependentSchemas",
+                                                                   "uniqueItems",
+                                                                   "prefixItems",
+                                                                   "additionalItems",
+                                                                   "multipleOf"};
     std::vector<std::string> out;
     for (const auto& [key, v] : s.items()) {
       if (!kValidation.count(key)) continue;
@@ -195,6 +197,8 @@ class SchemaCompiler {
     check_keywords(s, path);
     InlineGuard guard(inline_stack_, path);
 
+    // allOf, and keywords beside $ref, anyOf or oneOf: one merged schema.
+    if (needs_merge(s)) return merged(s, path);
     if (s.contains("$ref")) return reference(s, path);
     if (s.value("nullable", false) == true) {
       json inner = s;
@@ -204,36 +208,24 @@ class SchemaCompiler {
     return core(s, path);
   }
 
+  // s merged into one schema (schema_merge.h), compiled at a path of its own
+  // so that its rules do not mix with those of the schema as written. Equal
+  // merged schemas share the path of the first (so its rules), which ends
+  // recursion through them as rule calls end recursion through $ref.
+  Pattern merged(const json& s, const std::string& path) {
+    json m = merger_.merge(s, path);
+    auto [it, fresh] = merged_paths_.emplace(m.dump(), path + "/allOf");
+    return value(m, it->second);
+  }
+
   Pattern reference(const json& s, const std::string& path) {
-    if (auto others = other_keywords(s, {"$ref"}); !others.empty())
-      schema_error(path, fmt::format("'{}' beside '$ref' is not supported", others[0]));
     const json& ref = s["$ref"];
     if (!ref.is_string()) schema_error(path + "/$ref", "'$ref' must be a string");
-    const std::string r = ref.get<std::string>();
-    if (r.empty() || r[0] != '#')
-      schema_error(path + "/$ref",
-                   fmt::format("'$ref' = '{}': only references within the schema ('#...') are "
-                               "supported",
-                               r));
-    const std::string target = r.substr(1);
-    const json* node = nullptr;
-    try {
-      node = &root_.at(json::json_pointer(target));
-    } catch (const json::exception&) {
-      schema_error(path + "/$ref", fmt::format("'$ref' = '{}' names nothing in the schema", r));
-    }
-    return value(*node, target);
+    const SchemaRefs::Target t = refs_.resolve(ref.get<std::string>(), path);
+    return value(*t.node, t.pointer);
   }
 
   Pattern core(const json& s, const std::string& path) {
-    if (s.contains("allOf")) {
-      const json& all = s["allOf"];
-      if (!all.is_array() || all.size() != 1)
-        schema_error(path + "/allOf", "'allOf' with other than one schema is not supported");
-      if (auto others = other_keywords(s, {"allOf"}); !others.empty())
-        schema_error(path, fmt::format("'{}' beside 'allOf' is not supported", others[0]));
-      return value(all[0], path + "/allOf/0");
-    }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
       const json& alts = s[key];
@@ -241,7 +233,15 @@ class SchemaCompiler {
         schema_error(path + "/" + key, fmt::format("'{}' must be a non-empty array", key));
       if (auto others = other_keywords(s, {key}); !others.empty())
         schema_error(path, fmt::format("'{}' beside '{}' is not supported", others[0], key));
-      if (std::string_view(key) == "oneOf") check_one_of_disjoint(alts, path + "/oneOf");
+      // Alternatives that may overlap: the merger tells objects apart by
+      // their required names where it can.
+      if (std::string_view(key) == "oneOf") {
+        try {
+          check_one_of_disjoint(alts, path + "/oneOf");
+        } catch (const SchemaError&) {
+          return merged(s, path);
+        }
+      }
       std::vector<Pattern> out;
       for (size_t i = 0; i < alts.size(); ++i)
         out.push_back(value(alts[i], fmt::format("{}/{}/{}", path, key, i)));
@@ -275,13 +275,8 @@ class SchemaCompiler {
   const json& resolved(const json& s, int depth = 0) {
     if (depth > kMaxSchemaDepth || !s.is_object() || !s.contains("$ref") || !s["$ref"].is_string())
       return s;
-    const std::string r = s["$ref"].get<std::string>();
-    if (r.empty() || r[0] != '#') return s;
-    try {
-      return resolved(root_.at(json::json_pointer(r.substr(1))), depth + 1);
-    } catch (const json::exception&) {
-      return s;
-    }
+    const json* target = refs_.find(s["$ref"].get<std::string>());
+    return target ? resolved(*target, depth + 1) : s;
   }
 
   // The JSON types ("number" including integers) the values of a schema may have.
@@ -399,12 +394,19 @@ class SchemaCompiler {
         if (s.contains(k)) return true;
       return false;
     };
-    if (has_any({"properties", "required", "additionalProperties"})) types.push_back("object");
-    if (has_any({"items", "minItems", "maxItems"})) types.push_back("array");
-    if (has_any({"pattern", "minLength", "maxLength", "format"})) types.push_back("string");
-    // Bounds without a type: integers satisfy them and can be generated within them.
-    if (has_any({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}))
-      types.push_back("integer");
+    if (has_any({"properties", "required", "additionalProperties", "patternProperties",
+                 "minProperties", "maxProperties", "dependencies", "dependentRequired",
+                 "dependentSchemas"}))
+      types.push_back("object");
+    if (has_any({"items", "minItems", "maxItems", "uniqueItems", "prefixItems", "additionalItems"}))
+      types.push_back("array");
+    if (has_any({"pattern", "minLength", "maxLength"}) ||
+        (s.contains("format") && s["format"].is_string() &&
+         format_regex(s["format"].get<std::string>())))
+      types.push_back("string");
+    // Bounds without a type: numbers satisfy them and can be generated within them.
+    if (has_any({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}))
+      types.push_back("number");
     return types;
   }
 
@@ -452,59 +454,84 @@ class SchemaCompiler {
     return Pattern::call(array_rule(s, path));
   }
 
-  std::optional<int> count(const json& s, const char* key, const std::string& path) {
+  // A non-negative integer keyword; at most `limit`.
+  std::optional<int64_t> count(const json& s, const char* key, const std::string& path,
+                               int64_t limit = kMaxCount) {
     if (!s.contains(key)) return std::nullopt;
     const json& v = s[key];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+    const bool integral = v.is_number_integer() ||
+                          (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (!integral || v.get<double>() < 0)
       schema_error(path + "/" + key, fmt::format("'{}' must be a non-negative integer", key));
-    if (v.get<int64_t>() > kMaxCount)
-      schema_error(path + "/" + key, fmt::format("'{}' = {} is not supported (at most {})", key,
-                                                 v.get<int64_t>(), kMaxCount));
-    return static_cast<int>(v.get<int64_t>());
+    if (v.get<double>() > static_cast<double>(limit))
+      schema_error(path + "/" + key,
+                   fmt::format("'{}' = {} is not supported (at most {})", key, v.dump(), limit));
+    return static_cast<int64_t>(v.get<double>());
   }
 
   Pattern string(const json& s, const std::string& path) {
-    const auto min_len = count(s, "minLength", path), max_len = count(s, "maxLength", path);
+    const auto min_len = count(s, "minLength", path, kMaxStringLength);
+    const auto max_len = count(s, "maxLength", path, INT64_MAX);
     const bool lengths = min_len || max_len;
     std::optional<std::string> regex;
     std::string regex_path;
     if (s.contains("format")) {
       const json& f = s["format"];
       if (!f.is_string()) schema_error(path + "/format", "'format' must be a string");
-      auto it = kFormats.find(f.get<std::string>());
-      if (it == kFormats.end())
+      const std::string name = f.get<std::string>();
+      regex = format_regex(name);
+      if (regex) {
+        regex_path = path + "/format";
+      } else if (is_standard_format(name)) {
         schema_error(path + "/format",
-                     fmt::format("'format' = '{}' is not supported (supported: date, time, "
-                                 "date-time, uuid, ipv4)",
-                                 f.get<std::string>()));
-      if (s.contains("pattern") || lengths)
-        schema_error(path + "/format",
-                     "'format' together with 'pattern', 'minLength' or 'maxLength' is not "
-                     "supported");
-      regex = it->second;
-      regex_path = path + "/format";
+                     fmt::format("'format' = '{}' is not supported (supported: {})", name,
+                                 generated_formats()));
+      }  // else an annotation (json_formats.h)
     }
     if (s.contains("pattern")) {
       const json& p = s["pattern"];
       if (!p.is_string()) schema_error(path + "/pattern", "'pattern' must be a string");
-      if (lengths)
-        schema_error(path + "/pattern",
-                     "'pattern' together with 'minLength' or 'maxLength' is not supported");
+      if (regex)
+        schema_error(path + "/pattern", "'pattern' together with 'format' is not supported");
       regex = p.get<std::string>();
       regex_path = path + "/pattern";
     }
-    if (regex) {
-      try {
-        return json_quoted(compile_json_string_regex(*regex));
-      } catch (const Error& e) {
-        schema_error(regex_path, e.what());
-      }
-    }
-    const int lo = min_len.value_or(0), hi = max_len.value_or(-1);
+    const int64_t lo = min_len.value_or(0), hi = max_len.value_or(-1);
     if (hi >= 0 && hi < lo)
       schema_error(path + "/maxLength",
                    fmt::format("'maxLength' = {} is below 'minLength' = {}", hi, lo));
-    return json_string(lo, hi);
+    if (regex) {
+      Pattern content;
+      try {
+        content = string_regex(*regex);
+      } catch (const Error& e) {
+        schema_error(regex_path, e.what());
+      }
+      // Lengths beside a regex: fine when every string of the regex has an
+      // allowed length, or when bounding its repetitions makes every string
+      // short enough.
+      if (lengths) {
+        RegexLengths l = regex_lengths(content);
+        // Beyond printable ASCII the count may be over (an escape not told
+        // apart): only "not empty" is trusted then.
+        const bool short_ok = lo == 0 || (l.ascii ? l.min >= lo : lo <= 1 && l.min >= 1);
+        bool long_ok = hi < 0 || (l.max >= 0 && l.max <= hi);
+        if (short_ok && !long_ok) {
+          if (auto bounded = bound_length(content, hi)) {
+            content = *bounded;
+            long_ok = true;
+          }
+        }
+        if (!short_ok || !long_ok)
+          schema_error(regex_path,
+                       fmt::format("'{}' together with '{}' is not supported unless every string "
+                                   "it matches has an allowed length",
+                                   regex_path.substr(regex_path.rfind('/') + 1),
+                                   short_ok ? "maxLength" : "minLength"));
+      }
+      return json_quoted(content);
+    }
+    return strings_.quoted(lo, hi);
   }
 
   // A numeric bound; exclusive bounds as numbers (draft 6+) or booleans (draft 4).
@@ -515,41 +542,118 @@ class SchemaCompiler {
     return v.get<double>();
   }
 
-  Pattern integer(const json& s, const std::string& path) {
-    std::optional<double> lo = bound(s, "minimum", path), hi = bound(s, "maximum", path);
-    bool lo_exclusive = false, hi_exclusive = false;
-    for (auto [key, target, excl] : {std::tuple{"exclusiveMinimum", &lo, &lo_exclusive},
-                                     std::tuple{"exclusiveMaximum", &hi, &hi_exclusive}}) {
-      if (!s.contains(key)) continue;
-      if (s[key].is_boolean()) {
-        *excl = s[key].get<bool>();
-      } else {
-        const double v = *bound(s, key, path);
-        const bool is_min = std::string_view(key) == "exclusiveMinimum";
-        // The tighter of the two bounds wins.
-        if (!*target || (is_min ? v >= **target : v <= **target)) {
-          *target = v;
-          *excl = true;
-        }
+  // The bounds of a number as written: the tighter of minimum and
+  // exclusiveMinimum (as numbers, or draft 4's boolean), likewise for the maximum.
+  struct Bounds {
+    std::optional<DecimalBound> lo, hi;
+  };
+  Bounds bounds(const json& s, const std::string& path) {
+    Bounds out;
+    for (auto [incl, excl, target, is_min] :
+         {std::tuple{"minimum", "exclusiveMinimum", &out.lo, true},
+          std::tuple{"maximum", "exclusiveMaximum", &out.hi, false}}) {
+      if (s.contains(incl)) {
+        bound(s, incl, path);
+        *target = DecimalBound{s[incl].dump(), s.contains(excl) && s[excl] == true};
       }
+      if (!s.contains(excl) || s[excl].is_boolean()) continue;
+      const double v = *bound(s, excl, path);
+      // The tighter of the two bounds wins (at equal values, the exclusive one).
+      if (!*target || (is_min ? v >= std::strtod((*target)->text.c_str(), nullptr)
+                              : v <= std::strtod((*target)->text.c_str(), nullptr)))
+        *target = DecimalBound{s[excl].dump(), true};
     }
+    return out;
+  }
+
+  // multipleOf as a positive integer, nullopt when absent; refused when the
+  // multiples cannot be generated exactly (see number()).
+  std::optional<json> multiple_of(const json& s, const std::string& path) {
+    if (!s.contains("multipleOf")) return std::nullopt;
+    const json& m = s["multipleOf"];
+    if (!m.is_number() || m.get<double>() <= 0)
+      schema_error(path + "/multipleOf", "'multipleOf' must be a number above 0");
+    return m;
+  }
+
+  // Integers within bounds (a bound that is not an integer rounds inward).
+  std::pair<std::optional<int64_t>, std::optional<int64_t>> integer_bounds(
+      const json& s, const std::string& path) {
+    const Bounds b = bounds(s, path);
     auto clamp = [](double v) { return static_cast<int64_t>(std::clamp(v, -1e17, 1e17)); };
     std::optional<int64_t> ilo, ihi;
-    if (lo) ilo = clamp(lo_exclusive ? std::floor(*lo) + 1 : std::ceil(*lo));
-    if (hi) ihi = clamp(hi_exclusive ? std::ceil(*hi) - 1 : std::floor(*hi));
+    if (b.lo) {
+      const double v = std::strtod(b.lo->text.c_str(), nullptr);
+      ilo = clamp(b.lo->exclusive ? std::floor(v) + 1 : std::ceil(v));
+    }
+    if (b.hi) {
+      const double v = std::strtod(b.hi->text.c_str(), nullptr);
+      ihi = clamp(b.hi->exclusive ? std::ceil(v) - 1 : std::floor(v));
+    }
+    return {ilo, ihi};
+  }
+
+  Pattern integer(const json& s, const std::string& path) {
+    const auto [ilo, ihi] = integer_bounds(s, path);
     try {
+      if (auto m = multiple_of(s, path)) return integer_multiples(*m, ilo, ihi, path);
       return json_integer(ilo, ihi);
+    } catch (const SchemaError&) {
+      throw;
     } catch (const Error& e) {
       schema_error(path, fmt::format("the bounds admit no integer: {}", e.what()));
     }
   }
 
+  // Integers that are multiples of m. An integer m: exactly (json_number_range.h).
+  // A fraction m = 1/n (0.5, 0.1, 0.01, ...): integers, which are multiples of
+  // it, kept within +-kMaxFractionMultiple, where Python's jsonschema, which
+  // checks x / m in binary floating point, finds them whole (it would not find
+  // 0.07 a multiple of 0.01). Any other m is refused.
+  static constexpr int64_t kMaxFractionMultiple = 1000000;
+  Pattern integer_multiples(const json& m, std::optional<int64_t> lo, std::optional<int64_t> hi,
+                            const std::string& path) {
+    const double v = m.get<double>();
+    if (std::floor(v) == v && v <= 1e15) {
+      try {
+        return json_integer_multiples(lo, hi, static_cast<int64_t>(v));
+      } catch (const Error& e) {
+        schema_error(path + "/multipleOf", e.what());
+      }
+    }
+    const double n = 1 / v;
+    if (v < 1 && std::fabs(n - std::round(n)) < 1e-9 && std::round(n) <= 1e9) {
+      const int64_t cap = kMaxFractionMultiple;
+      try {
+        return json_integer(std::max(lo.value_or(-cap), -cap), std::min(hi.value_or(cap), cap));
+      } catch (const Error& e) {
+        schema_error(path, fmt::format("the bounds admit no integer: {}", e.what()));
+      }
+    }
+    schema_error(path + "/multipleOf",
+                 fmt::format("'multipleOf' = {} is not supported (integers, and fractions 1/n "
+                             "such as 0.5 or 0.01, are)",
+                             m.dump()));
+  }
+
   Pattern number(const json& s, const std::string& path) {
-    for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
-      if (s.contains(key))
-        schema_error(path + "/" + key,
-                     fmt::format("'{}' on a number is not supported (it is on an integer)", key));
-    return json_number();
+    if (auto m = multiple_of(s, path)) {
+      const auto [ilo, ihi] = integer_bounds(s, path);
+      try {
+        return integer_multiples(*m, ilo, ihi, path);
+      } catch (const SchemaError&) {
+        throw;
+      } catch (const Error& e) {
+        schema_error(path, e.what());
+      }
+    }
+    const Bounds b = bounds(s, path);
+    if (!b.lo && !b.hi) return json_number();
+    try {
+      return json_decimal_range(b.lo, b.hi);
+    } catch (const Error& e) {
+      schema_error(path, fmt::format("the bounds admit no number: {}", e.what()));
+    }
   }
 
   // The rule for `key` and whether it is new: a new rule is declared before its
@@ -558,6 +662,65 @@ class SchemaCompiler {
     auto [it, fresh] = rules_.emplace(key, -1);
     if (fresh) it->second = b_.declare_rule(name);
     return {it->second, fresh};
+  }
+
+  // Whether a name matches a patternProperties regex, as the compiled regex
+  // reads the name's JSON spelling (the automaton of one rule, no calls).
+  bool name_matches(const std::string& regex, const std::string& name, const std::string& path) {
+    auto it = name_regexes_.find(regex);
+    if (it == name_regexes_.end()) {
+      GrammarBuilder gb;
+      const int r = gb.declare_rule("name");
+      try {
+        gb.define_rule(r, json_quoted(compile_json_string_regex(regex)));  // search semantics
+        it = name_regexes_.emplace(regex, gb.build(r)).first;
+      } catch (const Error& e) {
+        schema_error(path, e.what());
+      }
+    }
+    const Grammar& g = *it->second;
+    int32_t state = g.root_start();
+    for (unsigned char c : json(name).dump(-1, ' ', false, json::error_handler_t::replace)) {
+      state = g.next(state, c);
+      if (state < 0) return false;
+    }
+    return g.accepting(state);
+  }
+
+  // The schema of a property's value: `own` (nullptr: none) and the schemas
+  // of the patternProperties whose regex matches the name, all of which hold.
+  Pattern property_value(const json* own, const std::string& own_path, const std::string& name,
+                         const json& patterns, const std::string& path) {
+    std::vector<json> all;
+    std::string where = own_path;
+    if (own) all.push_back(*own);
+    for (const auto& [regex, sub] : patterns.items())
+      if (name_matches(regex, name, path + "/patternProperties/" + pointer_token(regex))) {
+        all.push_back(sub);
+        if (where.empty()) where = path + "/patternProperties/" + pointer_token(regex);
+      }
+    if (all.empty()) return any_value();
+    if (all.size() == 1) return value(all[0], where);
+    json merged = json::object();
+    merged["allOf"] = json::array();
+    for (auto& a : all) merged["allOf"].push_back(a);
+    return value(merged, path + "/properties/" + pointer_token(name) + "/patterns");
+  }
+
+  // A property that generation may leave out and that no value satisfies
+  // (an enum with no value of the type): left out rather than refused.
+  static bool admits_nothing(const json& s) {
+    if (!s.is_object()) return s == false;
+    if (!s.contains("enum") || !s["enum"].is_array() || !s.contains("type")) return false;
+    const json& t = s["type"];
+    for (const auto& v : s["enum"]) {
+      if (t.is_string() && has_type(v, t.get<std::string>())) return false;
+      if (t.is_array())
+        for (const auto& x : t)
+          if (x.is_string() && has_type(v, x.get<std::string>())) return false;
+      if (!t.is_string() && !t.is_array()) return false;
+    }
+    return true;
   }
 
   // A rule for each object schema, by its location.
@@ -570,6 +733,9 @@ class SchemaCompiler {
     const json empty = json::object();
     const json& props = s.contains("properties") ? s["properties"] : empty;
     if (!props.is_object()) schema_error(path + "/properties", "'properties' must be an object");
+    const json& patterns = s.contains("patternProperties") ? s["patternProperties"] : empty;
+    if (!patterns.is_object())
+      schema_error(path + "/patternProperties", "'patternProperties' must be an object");
     std::vector<std::string> required;
     if (s.contains("required")) {
       const json& r = s["required"];
@@ -577,7 +743,8 @@ class SchemaCompiler {
       for (const auto& v : r) {
         if (!v.is_string())
           schema_error(path + "/required", "'required' must be an array of names");
-        required.push_back(v.get<std::string>());
+        if (std::find(required.begin(), required.end(), v.get<std::string>()) == required.end())
+          required.push_back(v.get<std::string>());
       }
     }
     const json* additional =
@@ -586,41 +753,187 @@ class SchemaCompiler {
       schema_error(path + "/additionalProperties",
                    "'additionalProperties' must be a boolean or a schema");
     const bool closed = additional && additional->is_boolean() && !additional->get<bool>();
-
-    auto member = [&](const std::string& name, const Pattern& v) {
-      return Pattern::seq({json_literal(json(name)), ws, Pattern::byte(':'), ws, v, ws});
+    auto is_required = [&](const std::string& name) {
+      return std::find(required.begin(), required.end(), name) != required.end();
     };
+
+    // Dependencies. A name's list of dependent names: they become required
+    // wherever the name may be written (an ordered generation cannot add them
+    // only after it). A name's dependent schema: the name is left out unless
+    // required (then refused).
+    std::set<std::string> left_out;
+    for (const char* key : {"dependencies", "dependentRequired", "dependentSchemas"}) {
+      if (!s.contains(key)) continue;
+      const json& deps = s[key];
+      if (!deps.is_object())
+        schema_error(path + "/" + key, fmt::format("'{}' must be an object", key));
+      for (int pass = 0; pass < 8; ++pass) {  // dependents of dependents
+        for (const auto& [name, dep] : deps.items()) {
+          const bool free_keys = props.empty() && required.empty() && !closed;
+          const bool may_appear = props.contains(name) || is_required(name) || free_keys;
+          if (!may_appear) continue;
+          const std::string at = path + "/" + key + "/" + pointer_token(name);
+          if (dep.is_array()) {
+            for (const auto& d : dep) {
+              if (!d.is_string()) schema_error(at, "a dependency must list names");
+              if (!is_required(d.get<std::string>())) required.push_back(d.get<std::string>());
+            }
+          } else if (dep == true || (dep.is_object() && dep.empty())) {
+            // no constraint
+          } else if (is_required(name) || free_keys) {
+            schema_error(at, fmt::format("'{}' with a schema for a property that is required or "
+                                         "not listed is not supported",
+                                         key));
+          } else {
+            left_out.insert(name);
+          }
+        }
+      }
+    }
+
+    const auto min_props = count(s, "minProperties", path, INT64_MAX).value_or(0);
+    const auto max_props = count(s, "maxProperties", path, INT64_MAX);
+    if (max_props && *max_props < min_props)
+      schema_error(
+          path + "/maxProperties",
+          fmt::format("'maxProperties' = {} is below 'minProperties' = {}", *max_props, min_props));
+
     Pattern body;
-    if (props.empty() && required.empty() && !closed) {
-      // A map: any keys, values of the additionalProperties schema (any value without one).
-      const Pattern v = additional && additional->is_object()
-                            ? value(*additional, path + "/additionalProperties")
-                            : any_value();
-      const Pattern entry = Pattern::seq({json_string(), ws, Pattern::byte(':'), ws, v, ws});
-      body = Pattern::optional(
-          Pattern::seq({entry, Pattern::star(Pattern::seq({Pattern::byte(','), ws, entry}))}));
+    if (props.empty() && required.empty()) {
+      // A map: keys of the patternProperties regexes with values that satisfy
+      // every pattern's schema (a key may match several); without patterns,
+      // any keys with values of the additionalProperties schema (any value
+      // without one); none when additionalProperties is false.
+      std::vector<Pattern> entries;
+      if (!patterns.empty()) {
+        json every = json::object();
+        every["allOf"] = json::array();
+        for (const auto& [regex, sub] : patterns.items()) every["allOf"].push_back(sub);
+        const Pattern v =
+            patterns.size() == 1
+                ? value(patterns.begin().value(),
+                        path + "/patternProperties/" + pointer_token(patterns.begin().key()))
+                : value(every, path + "/patternProperties");
+        for (const auto& [regex, sub] : patterns.items()) {
+          Pattern key;
+          try {
+            key = json_quoted(string_regex(regex));
+          } catch (const Error& e) {
+            schema_error(path + "/patternProperties/" + pointer_token(regex), e.what());
+          }
+          entries.push_back(Pattern::seq({key, ws, Pattern::byte(':'), ws, v, ws}));
+        }
+      } else if (!closed) {
+        const Pattern v = additional && additional->is_object()
+                              ? value(*additional, path + "/additionalProperties")
+                              : any_value();
+        entries.push_back(Pattern::seq({json_string(), ws, Pattern::byte(':'), ws, v, ws}));
+      }
+      if (entries.empty()) {
+        if (min_props > 0)
+          schema_error(path + "/minProperties",
+                       "'minProperties' above 0 with no property allowed admits no value");
+        body = Pattern();
+      } else {
+        const Pattern entry = Pattern::alt(std::move(entries));
+        const int64_t lo = std::min<int64_t>(min_props, kMaxCount + 1);
+        if (lo > kMaxCount)
+          schema_error(path + "/minProperties",
+                       fmt::format("'minProperties' = {} is not supported (at most {})", min_props,
+                                   kMaxCount));
+        const int64_t hi = max_props ? std::min<int64_t>(*max_props, kMaxCount) : -1;
+        if (hi == 0) {
+          body = Pattern();
+        } else {
+          body =
+              Pattern::seq({entry, Pattern::repeat(Pattern::seq({Pattern::byte(','), ws, entry}),
+                                                   static_cast<int>(std::max<int64_t>(lo - 1, 0)),
+                                                   hi < 0 ? -1 : static_cast<int>(hi - 1))});
+          if (lo == 0) body = Pattern::optional(body);
+        }
+      }
     } else {
       std::vector<Pattern> items;
       std::vector<bool> flags;
+      auto member = [&](const std::string& name, const Pattern& v) {
+        return Pattern::seq({json_literal(json(name)), ws, Pattern::byte(':'), ws, v, ws});
+      };
       for (const auto& [name, sub] : props.items()) {
-        items.push_back(member(name, value(sub, path + "/properties/" + pointer_token(name))));
-        flags.push_back(std::find(required.begin(), required.end(), name) != required.end());
+        const bool req = is_required(name);
+        if (!req && (left_out.count(name) || admits_nothing(sub))) continue;
+        const std::string at = path + "/properties/" + pointer_token(name);
+        items.push_back(member(name, property_value(&sub, at, name, patterns, path)));
+        flags.push_back(req);
       }
       for (const auto& name : required) {
         if (props.contains(name)) continue;
-        if (closed)
+        bool matched = false;
+        for (const auto& [regex, sub] : patterns.items())
+          matched |= name_matches(regex, name, path + "/patternProperties/" + pointer_token(regex));
+        if (matched) {
+          items.push_back(member(name, property_value(nullptr, "", name, patterns, path)));
+        } else if (closed) {
           schema_error(path + "/required",
                        fmt::format("'{}' is required but not in 'properties', and "
                                    "'additionalProperties' is false",
                                    name));
-        items.push_back(member(name, any_value()));
+        } else if (additional && additional->is_object()) {
+          items.push_back(member(name, value(*additional, path + "/additionalProperties")));
+        } else {
+          items.push_back(member(name, any_value()));
+        }
         flags.push_back(true);
       }
+      // minProperties/maxProperties: counted only where they bind.
+      const int64_t n = static_cast<int64_t>(items.size());
+      int64_t n_required = 0;
+      for (bool f : flags) n_required += f;
+      if (min_props > n)
+        schema_error(path + "/minProperties",
+                     fmt::format("'minProperties' = {} is more than the {} properties generated "
+                                 "(the listed and required ones)",
+                                 min_props, n));
+      if (max_props && *max_props < n_required)
+        schema_error(path + "/maxProperties",
+                     fmt::format("'maxProperties' = {} is less than the {} required properties",
+                                 *max_props, n_required));
+      const int lo = min_props > n_required ? static_cast<int>(min_props) : 0;
+      const int hi = max_props && *max_props < n ? static_cast<int>(*max_props) : -1;
+      const int64_t tracked = hi >= 0 ? hi : lo;
+      if (static_cast<size_t>(n * (tracked + 1)) > kMaxMembersCounted)
+        schema_error(path + (hi >= 0 ? "/maxProperties" : "/minProperties"),
+                     fmt::format("counting {} properties up to {} is not supported", n, tracked));
       body = Pattern::members(std::move(items), std::move(flags),
-                              Pattern::seq({Pattern::byte(','), ws}));
+                              Pattern::seq({Pattern::byte(','), ws}), lo, hi);
     }
     b_.define_rule(rule, Pattern::seq({Pattern::byte('{'), ws, body, Pattern::byte('}')}));
     return rule;
+  }
+
+  // The values an item schema lists, when it does (enum, const, boolean, null).
+  std::optional<std::vector<json>> item_values(const json& schema) {
+    const json& s = resolved(schema);
+    if (!s.is_object()) return std::nullopt;
+    if (auto listed = listed_values(s)) {
+      std::vector<json> out;
+      std::vector<std::string> types;
+      try {
+        types = types_of(s, "");
+      } catch (const SchemaError&) {
+        return std::nullopt;
+      }
+      for (const auto& v : *listed) {
+        bool ok = types.empty();
+        for (const auto& t : types) ok |= has_type(v, t);
+        if (ok && std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+      }
+      return out;
+    }
+    if (s.contains("type") && s["type"] == "boolean" && s.size() == 1)
+      return std::vector<json>{true, false};
+    if (s.contains("type") && s["type"] == "null" && s.size() == 1)
+      return std::vector<json>{nullptr};
+    return std::nullopt;
   }
 
   int array_rule(const json& s, const std::string& path) {
@@ -628,28 +941,110 @@ class SchemaCompiler {
     if (!fresh_rule) return rule;
     FreshInlineStack fresh(inline_stack_);
 
-    const int min = count(s, "minItems", path).value_or(0);
-    const auto max = count(s, "maxItems", path);
+    int64_t min = count(s, "minItems", path).value_or(0);
+    std::optional<int64_t> max = count(s, "maxItems", path, INT64_MAX);
     if (max && *max < min)
       schema_error(path + "/maxItems",
                    fmt::format("'maxItems' = {} is below 'minItems' = {}", *max, min));
-    Pattern item;
-    if (s.contains("items")) {
-      if (s["items"].is_array())
-        schema_error(path + "/items", "'items' as an array of schemas (a tuple) is not supported");
-      item = item_call(s["items"], path + "/items");
-    } else {
-      item = item_call(json(true), "");
-    }
+    // Fewer items than maxItems allows are as valid: longer arrays are not counted.
+    if (max && *max > kMaxCount) max = std::max<int64_t>(kMaxCount, min);
+    const bool unique = s.contains("uniqueItems") && s["uniqueItems"] == true;
     const Pattern ws = json_whitespace();
+    const Pattern comma = Pattern::seq({Pattern::byte(','), ws});
+
+    // A tuple: items as an array (drafts 4 to 2019) or prefixItems (2020).
+    const bool tuple = (s.contains("items") && s["items"].is_array()) || s.contains("prefixItems");
+    if (tuple) {
+      const char* list_key = s.contains("prefixItems") ? "prefixItems" : "items";
+      const char* rest_key = s.contains("prefixItems") ? "items" : "additionalItems";
+      const json& list = s[list_key];
+      if (!list.is_array()) schema_error(path + "/" + list_key, "a tuple must be an array");
+      const json* rest = s.contains(rest_key) ? &s[rest_key] : nullptr;
+      // All listed items (fewer when maxItems says so), then items of the rest
+      // schema, as many as minItems needs and as maxItems allows.
+      const int64_t k =
+          std::min<int64_t>(static_cast<int64_t>(list.size()), max.value_or(INT64_MAX));
+      std::vector<Pattern> seq;
+      for (int64_t i = 0; i < k; ++i) {
+        if (i > 0) seq.push_back(comma);
+        seq.push_back(item_call(list[i], fmt::format("{}/{}/{}", path, list_key, i)));
+        seq.push_back(ws);
+      }
+      const int64_t more_min = std::max<int64_t>(min - k, 0);
+      const bool rest_open = rest && *rest != false;
+      if (more_min > 0 && !rest_open && rest)
+        schema_error(path + "/minItems", "'minItems' asks for more items than the tuple allows");
+      if (unique && (k + more_min > 1 || (rest_open && max.value_or(2) > 1)))
+        schema_error(path + "/uniqueItems",
+                     "'uniqueItems' on a tuple of more than one item is not supported");
+      if (more_min > kMaxCount)
+        schema_error(path + "/minItems", fmt::format("'minItems' = {} is not supported", min));
+      if (rest_open || more_min > 0) {
+        const Pattern item = item_call(rest && rest->is_object() ? *rest : json(true),
+                                       rest && rest->is_object() ? path + "/" + rest_key : "");
+        const int more_max =
+            rest_open ? (max ? static_cast<int>(*max - k) : -1) : static_cast<int>(more_min);
+        if (more_max != 0) {
+          const Pattern one = Pattern::seq({item, ws});
+          const Pattern tail =
+              Pattern::repeat(Pattern::seq({comma, one}), static_cast<int>(more_min), more_max);
+          if (k > 0) {
+            seq.push_back(tail);
+          } else {
+            Pattern b = Pattern::seq(
+                {one, Pattern::repeat(Pattern::seq({comma, one}),
+                                      static_cast<int>(std::max<int64_t>(more_min - 1, 0)),
+                                      more_max < 0 ? -1 : more_max - 1)});
+            seq.push_back(more_min == 0 ? Pattern::optional(b) : b);
+          }
+        }
+      }
+      b_.define_rule(rule, Pattern::seq({Pattern::byte('['), ws, Pattern::seq(std::move(seq)),
+                                         Pattern::byte(']')}));
+      return rule;
+    }
+
+    const json item_schema = s.contains("items") ? s["items"] : json(true);
+    const std::string item_path = s.contains("items") ? path + "/items" : "";
     Pattern body;
-    if (max && *max == 0) {
-      body = Pattern();
+    // uniqueItems: distinct listed values in the order of the list; otherwise
+    // at most one item (where minItems allows), which is always unique.
+    std::optional<std::vector<json>> values;
+    if (unique) values = item_values(item_schema);
+    if (unique && values) {
+      if (static_cast<int64_t>(values->size()) < min)
+        schema_error(path + "/uniqueItems",
+                     fmt::format("'uniqueItems' with {} distinct values and 'minItems' = {} "
+                                 "admits no value",
+                                 values->size(), min));
+      std::vector<Pattern> members;
+      for (const auto& v : *values) members.push_back(Pattern::seq({literal_of(v, item_path), ws}));
+      const int n = static_cast<int>(members.size());
+      const int hi = max && *max < n ? static_cast<int>(*max) : -1;
+      const int lo = static_cast<int>(min);
+      if (static_cast<size_t>(n) * (static_cast<size_t>(hi >= 0 ? hi : lo) + 1) >
+          kMaxMembersCounted)
+        schema_error(path + "/uniqueItems",
+                     fmt::format("'uniqueItems' over {} values is not supported", n));
+      body = Pattern::members(std::move(members), std::vector<bool>(n, false), comma, lo, hi);
     } else {
-      const Pattern more = Pattern::seq({Pattern::byte(','), ws, item, ws});
-      body = Pattern::seq(
-          {item, ws, Pattern::repeat(more, std::max(min - 1, 0), max ? *max - 1 : -1)});
-      if (min == 0) body = Pattern::optional(body);
+      if (unique) {
+        if (min > 1)
+          schema_error(path + "/uniqueItems",
+                       "'uniqueItems' with 'minItems' above 1 is supported only for items that "
+                       "list their values (enum, const, boolean)");
+        max = std::min<int64_t>(max.value_or(1), 1);
+      }
+      const Pattern item = item_call(item_schema, item_path);
+      if (max && *max == 0) {
+        body = Pattern();
+      } else {
+        const Pattern more = Pattern::seq({Pattern::byte(','), ws, item, ws});
+        body = Pattern::seq({item, ws,
+                             Pattern::repeat(more, static_cast<int>(std::max<int64_t>(min - 1, 0)),
+                                             max ? static_cast<int>(*max - 1) : -1)});
+        if (min == 0) body = Pattern::optional(body);
+      }
     }
     b_.define_rule(rule, Pattern::seq({Pattern::byte('['), ws, body, Pattern::byte(']')}));
     return rule;
@@ -704,7 +1099,12 @@ class SchemaCompiler {
   }
 
   const json& root_;
+  SchemaRefs refs_;
+  SchemaMerger merger_;
   GrammarBuilder b_;
+  StringLengths strings_;
+  std::map<std::string, std::shared_ptr<const Grammar>> name_regexes_;
+  std::map<std::string, std::string> merged_paths_;  // merged schema's text -> its path
   std::map<std::string, int> rules_;
   std::vector<std::string> inline_stack_;
   // The rules of free-form objects and arrays, by nesting level (-1: not yet made).

@@ -67,11 +67,15 @@ Pattern Pattern::repeat(Pattern p, int min, int max) {
   return Pattern(std::move(n));
 }
 
-Pattern Pattern::members(std::vector<Pattern> items, std::vector<bool> required,
-                         Pattern separator) {
+Pattern Pattern::members(std::vector<Pattern> items, std::vector<bool> required, Pattern separator,
+                         int min_present, int max_present) {
   check(items.size() == required.size(), "internal: members and flags differ in number");
+  check(min_present >= 0 && (max_present == -1 || max_present >= min_present),
+        "internal: members {{{},{}}}", min_present, max_present);
   auto n = std::make_shared<Node>();
   n->kind = Kind::Members;
+  n->min = min_present;
+  n->max = max_present;
   n->items = std::move(items);
   n->required = std::move(required);
   n->separator = {std::move(separator)};

@@ -24,7 +24,7 @@ class Pattern {
     Alt,      // any one of items
     Repeat,   // items[0] repeated min..max times (max -1: unbounded)
     Members,  // items in order, each present or (when not required) absent;
-              // present ones separated by `separator`
+              // present ones separated by `separator`, min..max of them
   };
 
   Pattern();  // Empty
@@ -37,13 +37,15 @@ class Pattern {
   static Pattern repeat(Pattern p, int min, int max);
   static Pattern optional(Pattern p) { return repeat(std::move(p), 0, 1); }
   static Pattern star(Pattern p) { return repeat(std::move(p), 0, -1); }
-  static Pattern members(std::vector<Pattern> items, std::vector<bool> required, Pattern separator);
+  // Members with min_present..max_present of them present (max -1: any number).
+  static Pattern members(std::vector<Pattern> items, std::vector<bool> required, Pattern separator,
+                         int min_present = 0, int max_present = -1);
 
   Kind kind() const;
   const ByteSet& byte_set() const;  // Bytes
   int rule() const;                 // Call
   const std::vector<Pattern>& items() const;
-  int min() const;  // Repeat
+  int min() const;  // Repeat: repetitions; Members: members present
   int max() const;
   const std::vector<bool>& required() const;  // Members
   const Pattern& separator() const;           // Members

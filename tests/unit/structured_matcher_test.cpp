@@ -74,6 +74,20 @@ const char* const kSchemas[] = {
     R"({"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"},
         "when": {"type": "string", "format": "date"}}, "required": ["id"]}, "minItems": 1, "maxItems": 2})",
     R"({"type": "object", "additionalProperties": {"type": "integer"}})",
+    // The keywords of issue #29: number bounds, multipleOf, formats, uniqueItems,
+    // patternProperties, allOf, counts, dependencies, long strings, $ref forms.
+    R"({"type": "object", "properties": {"price": {"type": "number", "exclusiveMinimum": 0, "maximum": 99.5},
+        "qty": {"type": "integer", "multipleOf": 5, "maximum": 100},
+        "contact": {"type": "string", "format": "email"}, "site": {"type": "string", "format": "uri"},
+        "ip": {"type": "string", "format": "ipv6"}, "host": {"type": "string", "format": "hostname"},
+        "colors": {"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": true},
+        "note": {"type": "string", "maxLength": 300}, "x-n": {"$ref": "#/definitions/a%20b"}},
+        "patternProperties": {"^x-": {"type": "integer"}}, "required": ["price", "x-flag"],
+        "minProperties": 3, "dependencies": {"qty": ["contact"]},
+        "definitions": {"a b": {"type": "integer", "minimum": -3}},
+        "allOf": [{"properties": {"price": {"minimum": 0.5}}}]})",
+    R"({"type": "object", "patternProperties": {"^[a-z]{1,6}$": {"type": "string", "format": "date-time"}},
+        "additionalProperties": false, "minProperties": 1, "maxProperties": 3})",
 };
 
 std::string text_of(const TokenVocabulary& v, const std::vector<int>& ids) {

@@ -4,6 +4,8 @@
 // keyword.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "structured/grammar_matcher.h"
@@ -71,9 +73,15 @@ TEST(StructuredSchema, AnyJsonObject) {
                           R"({"a":1}})"})
     EXPECT_FALSE(d.accepts(bad)) << bad;
   EXPECT_TRUE(d.prefix(R"({"a": [1, {"b")"));
-  // Whitespace runs are bounded.
-  EXPECT_TRUE(d.accepts("{" + std::string(kMaxWhitespace, ' ') + "}"));
-  EXPECT_FALSE(d.prefix("{" + std::string(kMaxWhitespace + 1, ' ')));
+  // Whitespace: one run per gap, "", " " or a newline and at most kMaxIndent
+  // spaces or tabs (json_lexical.h).
+  EXPECT_TRUE(d.accepts("{\n" + std::string(kMaxIndent, ' ') + "}"));
+  EXPECT_TRUE(d.accepts("{\n\t\t\"a\": 1\n}"));
+  EXPECT_FALSE(d.prefix("{\n" + std::string(kMaxIndent + 1, ' ')));
+  EXPECT_FALSE(d.prefix("{  "));
+  EXPECT_FALSE(d.prefix("{\n\n"));
+  EXPECT_FALSE(d.prefix("{ \n"));
+  EXPECT_FALSE(d.prefix("{\r\n"));
   // Numbers are bounded in length.
   EXPECT_TRUE(d.accepts(R"({"a":)" + std::string(kMaxIntegerDigits, '9') + "}"));
   EXPECT_FALSE(d.prefix(R"({"a":)" + std::string(kMaxIntegerDigits + 1, '9')));
@@ -107,6 +115,25 @@ TEST(StructuredSchema, ObjectPropertiesInSchemaOrder) {
     EXPECT_TRUE(o.accepts(ok)) << ok;
   for (const char* bad : {R"({"b":1,"a":1})", R"({,"a":1})", R"({"a":1,})", R"({"a":1 "b":2})"})
     EXPECT_FALSE(o.accepts(bad)) << bad;
+}
+
+// Each gap between tokens holds one bounded run of whitespace: runs cannot
+// chain (after a value, then after the comma) into blank lines. SmolLM2 once
+// wrote {"name": "Human,"\n   \n\n\n\n,"age": ... until max_tokens ran out.
+TEST(StructuredSchema, WhitespaceIsOneBoundedRunPerGap) {
+  Doc d(R"({"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "integer"}}}, "required": ["name", "age"]})");
+  EXPECT_TRUE(d.accepts(R"({"name":"Human","age":3})"));
+  EXPECT_TRUE(d.accepts("{\n  \"name\" : \"Human\" ,\n  \"age\": 3,\n\t\"tags\": [ 1 ,\n 2 ]\n}"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human,\"\n   \n"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human\"\n\n"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human\",  "));
+  EXPECT_FALSE(d.prefix("{\"name\"  :"));
+  EXPECT_FALSE(d.prefix("{\"name\": \"Human\", \"age\": 3, \"tags\": [1\n\n"));
+  // At most 1 + kMaxIndent bytes per gap: the longest gap is bounded.
+  const std::string indent(kMaxIndent, '\t');
+  EXPECT_TRUE(d.accepts("{\n" + indent + "\"name\":\"x\",\"age\":1\n" + indent + "}"));
+  EXPECT_FALSE(d.prefix("{\n" + indent + " "));
 }
 
 TEST(StructuredSchema, MapsAndClosedObjects) {
@@ -246,6 +273,337 @@ TEST(StructuredSchema, AnyOfRefsAndRecursion) {
   EXPECT_TRUE(root_ref.accepts(R"({"next":{"next":{}}})"));
 }
 
+TEST(StructuredSchema, PatternProperties) {
+  Doc map(R"({"type": "object", "patternProperties": {"^x-[a-z]+$": {"type": "integer"}},
+              "additionalProperties": false})");
+  for (const char* ok : {"{}", R"({"x-ab":1})", R"({"x-a": 1, "x-b": -2})"})
+    EXPECT_TRUE(map.accepts(ok)) << ok;
+  for (const char* bad : {R"({"y":1})", R"({"x-A":1})", R"({"x-a":"s"})", R"({"x-":1})"})
+    EXPECT_FALSE(map.accepts(bad)) << bad;
+  // A listed name that a regex matches takes both schemas.
+  Doc listed(R"({"properties": {"x-id": {"type": "number"}, "name": {"type": "string"}},
+                 "patternProperties": {"^x-": {"type": "integer"}}})");
+  EXPECT_TRUE(listed.accepts(R"({"x-id":3,"name":"n"})"));
+  EXPECT_FALSE(listed.accepts(R"({"x-id":3.5})"));
+  EXPECT_FALSE(listed.accepts(R"({"name":"n","x-other":1})"));
+  // A required name that is not listed takes the schema of the regexes it matches.
+  Doc req(R"({"required": ["x-k"], "patternProperties": {"^x-": {"type": "boolean"}}})");
+  EXPECT_TRUE(req.accepts(R"({"x-k":true})"));
+  EXPECT_FALSE(req.accepts(R"({"x-k":1})"));
+  EXPECT_FALSE(req.accepts("{}"));
+  // Keys matching several regexes: values satisfy all of their schemas.
+  Doc both(R"({"patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 3}}})");
+  EXPECT_TRUE(both.accepts(R"({"ab":3,"a":4})"));
+  EXPECT_FALSE(both.accepts(R"({"a":2})"));
+}
+
+// Decimals written x.yyy within exclusive or inclusive bounds, checked over a
+// grid of hundredths: every spelling with up to two decimals is accepted
+// exactly when its value lies within the bounds.
+TEST(StructuredSchema, NumberBoundsExactly) {
+  struct Range {
+    const char* schema;
+    int lo, hi;  // in hundredths, inclusive
+  };
+  for (const Range& r :
+       {Range{R"({"type": "number", "minimum": 0.5, "maximum": 2.25})", 50, 225},
+        Range{R"({"type": "number", "minimum": -2.5, "maximum": -1.25})", -250, -125},
+        Range{R"({"type": "number", "exclusiveMinimum": -1.5, "maximum": 0.5})", -149, 50},
+        Range{R"({"minimum": 1.5, "exclusiveMinimum": true, "maximum": 3})", 151, 300}}) {
+    Doc d(r.schema);
+    for (int x = -400; x <= 400; ++x) {
+      const int a = std::abs(x);
+      const std::string sign = x < 0 ? "-" : "";
+      const std::string two = fmt::format("{}{}.{:02}", sign, a / 100, a % 100);
+      ASSERT_EQ(d.accepts(two), x >= r.lo && x <= r.hi) << r.schema << " " << two;
+      if (a % 10 == 0) {
+        ASSERT_EQ(d.accepts(fmt::format("{}{}.{}", sign, a / 100, a % 100 / 10)),
+                  x >= r.lo && x <= r.hi)
+            << r.schema << " " << x;
+      }
+      if (a % 100 == 0 && x != 0) {
+        ASSERT_EQ(d.accepts(fmt::format("{}{}", sign, a / 100)), x >= r.lo && x <= r.hi)
+            << r.schema << " " << x;
+      }
+    }
+  }
+  Doc open(R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})");
+  for (const char* ok : {"0.5", "0.0000000000000001", "0.9999999999999999", "0.25000"})
+    EXPECT_TRUE(open.accepts(ok)) << ok;
+  // 0.99999999999999999 reads as the double 1.0, which is not below 1.
+  for (const char* bad : {"0", "0.0", "-0", "1", "1.0", "0.99999999999999999", "5e-1", "1.5"})
+    EXPECT_FALSE(open.accepts(bad)) << bad;
+  Doc big(R"({"type": "number", "minimum": 1e3})");
+  EXPECT_TRUE(big.accepts("1000"));
+  EXPECT_TRUE(big.accepts("123456.75"));
+  EXPECT_FALSE(big.accepts("999.99"));
+}
+
+TEST(StructuredSchema, MultipleOf) {
+  struct Case {
+    const char* schema;
+    int lo, hi, m;
+  };
+  for (const Case& c :
+       {Case{R"({"type": "integer", "multipleOf": 5, "minimum": 0, "maximum": 100})", 0, 100, 5},
+        Case{R"({"type": "integer", "multipleOf": 20})", -100000, 100000, 20},
+        Case{R"({"type": "integer", "multipleOf": 1000, "minimum": -2500})", -2500, 100000, 1000},
+        Case{R"({"type": "integer", "multipleOf": 7, "minimum": -50,
+                               "maximum": 300})",
+             -50, 300, 7},
+        Case{R"({"type": "number", "multipleOf": 1, "exclusiveMaximum": 10.5})", -100000, 10, 1}}) {
+    Doc d(c.schema);
+    for (int x = -3000; x <= 3000; ++x)
+      ASSERT_EQ(d.accepts(std::to_string(x)), x >= c.lo && x <= c.hi && x % c.m == 0)
+          << c.schema << " " << x;
+    EXPECT_FALSE(d.accepts("-0")) << c.schema;
+  }
+  // Fractions 1/n: integers only (Python's jsonschema finds 0.07 no multiple of 0.01).
+  Doc cents(R"({"type": "number", "multipleOf": 0.01, "minimum": 0})");
+  EXPECT_TRUE(cents.accepts("7"));
+  EXPECT_FALSE(cents.accepts("0.07"));
+  EXPECT_FALSE(cents.accepts("-1"));
+}
+
+TEST(StructuredSchema, AllOfAndKeywordsBesideRefsMerge) {
+  Doc both(
+      R"({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                          {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]})");
+  EXPECT_TRUE(both.accepts(R"({"a":"x","b":1})"));
+  EXPECT_FALSE(both.accepts(R"({"a":"x"})"));
+  EXPECT_FALSE(both.accepts(R"({"b":1})"));
+  // A closed part drops the names it does not list.
+  Doc closed(R"({"allOf": [{"properties": {"a": {}}, "additionalProperties": false},
+                            {"properties": {"b": {}}}]})");
+  EXPECT_TRUE(closed.accepts(R"({"a":1})"));
+  EXPECT_FALSE(closed.accepts(R"({"a":1,"b":2})"));
+  Doc bounds(R"({"allOf": [{"type": "integer", "minimum": 0}, {"maximum": 10}, true]})");
+  for (int x = -20; x <= 20; ++x) EXPECT_EQ(bounds.accepts(std::to_string(x)), x >= 0 && x <= 10);
+  Doc types(R"({"allOf": [{"type": ["string", "null"]}, {"type": "string", "minLength": 2}]})");
+  EXPECT_TRUE(types.accepts(R"("ab")"));
+  EXPECT_FALSE(types.accepts("null"));
+  EXPECT_FALSE(types.accepts(R"("a")"));
+  // Keywords beside $ref hold too.
+  Doc ref(R"({"$defs": {"base": {"type": "object", "properties": {"id": {"type": "integer"}}}},
+              "$ref": "#/$defs/base", "required": ["id"]})");
+  EXPECT_TRUE(ref.accepts(R"({"id":1})"));
+  EXPECT_FALSE(ref.accepts("{}"));
+  // Keywords beside oneOf are distributed over its alternatives.
+  Doc tagged(
+      R"({"type": "object", "properties": {"kind": {"enum": ["a", "b"]}}, "required": ["kind"],
+                 "oneOf": [{"properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["x"]},
+                           {"properties": {"kind": {"const": "b"}}}]})");
+  EXPECT_TRUE(tagged.accepts(R"({"kind":"a","x":1})"));
+  EXPECT_TRUE(tagged.accepts(R"({"kind":"b"})"));
+  EXPECT_FALSE(tagged.accepts(R"({"kind":"a"})"));
+  EXPECT_FALSE(tagged.accepts(R"({"kind":"c"})"));
+  // An alternative that contradicts the keywords beside it is never generated.
+  Doc pruned(R"({"type": "string", "anyOf": [{"type": "integer"}, {"maxLength": 2}]})");
+  EXPECT_TRUE(pruned.accepts(R"("ab")"));
+  EXPECT_FALSE(pruned.accepts(R"("abc")"));
+  EXPECT_FALSE(pruned.accepts("1"));
+}
+
+// oneOf alternatives that differ only in what they require: each leaves out
+// a name that the others require, so that no document matches two.
+TEST(StructuredSchema, OneOfToldApartByRequiredNames) {
+  Doc area(R"({"type": "object", "properties": {"radius": {"type": "number"},
+                "length": {"type": "number"}, "width": {"type": "number"}},
+               "oneOf": [{"required": ["radius"]}, {"required": ["length", "width"]}]})");
+  EXPECT_TRUE(area.accepts(R"({"radius":1})"));
+  EXPECT_TRUE(area.accepts(R"({"length":1,"width":2})"));
+  for (const char* bad : {R"({"radius":1,"length":1,"width":2})", "{}", R"({"length":1})",
+                          R"({"length":1,"width":2,"radius":3})"})
+    EXPECT_FALSE(area.accepts(bad)) << bad;
+  Doc plain(R"({"oneOf": [{"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a"]},
+                          {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["b"]}]})");
+  EXPECT_TRUE(plain.accepts(R"({"a":1})"));
+  EXPECT_TRUE(plain.accepts(R"({"b":1})"));
+  EXPECT_FALSE(plain.accepts(R"({"a":1,"b":1})"));
+}
+
+// maxLength beside an unbounded pattern: its repetitions are bounded so that
+// every string fits.
+TEST(StructuredSchema, PatternWithinMaxLength) {
+  Doc version(R"({"type": "string", "pattern": "^(\\d+\\.\\d+\\.\\d+.*)$", "maxLength": 12})");
+  // Four repetitions, each at most one more than its minimum: 5 + 4 x 1 <= 12.
+  for (const char* ok : {R"("1.2.3")", R"("10.20.30x")"}) EXPECT_TRUE(version.accepts(ok)) << ok;
+  for (const char* bad : {R"("10.20.30-rc12")", R"("1.2")", R"("x1.2.3")"})
+    EXPECT_FALSE(version.accepts(bad)) << bad;
+  Doc words(R"({"type": "string", "pattern": "^[a-z]+( [a-z]+)*$", "maxLength": 20})");
+  EXPECT_TRUE(words.accepts(R"("a b c")"));
+  EXPECT_FALSE(words.accepts(R"("abcdefghij abcdefghij")"));
+}
+
+TEST(StructuredSchema, Formats) {
+  struct Case {
+    const char* format;
+    std::vector<const char*> ok, bad;
+  };
+  const Case cases[] = {
+      {"email",
+       {"a.b+c@example.com", "x_1@mail.example.org"},
+       {"a@b", "@x.com", "a b@x.com", "a..b@x.com"}},
+      {"uri",
+       {"https://example.com/a/b?q=1&r=%20#frag", "http://localhost:8080", "ftp://h.org/"},
+       {"example.com", "https://", "http://a b.com", "https://x.com/%zz", "mailto"}},
+      {"uri-reference", {"/a/b", "https://x.org"}, {"a b", "//"}},
+      {"date",
+       {"2024-02-29", "2023-12-31", "0001-01-01"},
+       {"2023-02-29", "2023-04-31", "0000-01-01", "2023-13-01", "1900-02-29"}},
+      {"time", {"13:45:00Z", "23:59:59.5+02:00"}, {"24:00:00Z", "13:45:00", "13:60:00Z"}},
+      {"date-time", {"2000-02-29T00:00:00Z"}, {"2100-02-29T00:00:00Z", "2024-01-01 00:00:00Z"}},
+      {"ipv4", {"192.168.0.1", "0.0.0.0"}, {"256.1.1.1", "1.2.3", "01.2.3.4"}},
+      {"ipv6",
+       {"::1", "::", "2001:db8::8a2e:370:7334", "1:2:3:4:5:6:7:8", "fe80::"},
+       {"1:2:3:4:5:6:7:8:9", "12345::", "1::2::3", ":1", "1:2:3:4:5:6:7"}},
+      {"hostname",
+       {"example.com", "localhost", "a-b.c1.org"},
+       {"-a.com", "a_b.com", "a..b", "123", "a-.com"}},
+      {"uuid", {"123e4567-e89b-12d3-a456-426614174000"}, {"123e4567e89b12d3a456426614174000"}},
+      {"regex", {"^abc$", "a.b"}, {"(", "a["}},
+  };
+  for (const Case& c : cases) {
+    Doc d(fmt::format(R"({{"type": "string", "format": "{}"}})", c.format));
+    for (const char* ok : c.ok)
+      EXPECT_TRUE(d.accepts(fmt::format("\"{}\"", ok))) << c.format << " " << ok;
+    for (const char* bad : c.bad)
+      EXPECT_FALSE(d.accepts(fmt::format("\"{}\"", bad))) << c.format << " " << bad;
+  }
+  // Formats JSON Schema does not define are annotations.
+  Doc int32(R"({"type": "integer", "format": "int32"})");
+  EXPECT_TRUE(int32.accepts("-12"));
+  Doc any(R"({"type": "string", "format": "my-vendor-format"})");
+  EXPECT_TRUE(any.accepts(R"("anything at all")"));
+  // Lengths beside a format whose strings all fit them.
+  Doc sized(R"({"type": "string", "format": "date", "minLength": 10, "maxLength": 10})");
+  EXPECT_TRUE(sized.accepts(R"("2024-01-31")"));
+}
+
+// Long bounded strings count their characters with rule calls
+// (string_length.h): exact at every bound, and small automata.
+TEST(StructuredSchema, LongStringLengthsExactly) {
+  for (auto [lo, hi] :
+       {std::pair{0, 1000}, std::pair{40, 1024}, std::pair{33, 5000}, std::pair{1023, 1025},
+        std::pair{0, 257}, std::pair{300, 300}, std::pair{0, 40000}}) {
+    const std::string schema =
+        fmt::format(R"({{"type": "string", "minLength": {}, "maxLength": {}}})", lo, hi);
+    Doc d(schema);
+    for (int n : {lo - 1, lo, lo + 1, (lo + hi) / 2, hi - 1, hi, hi + 1, 31, 32, 33, 1024}) {
+      if (n < 0) continue;
+      const bool in = n >= lo && n <= hi;
+      ASSERT_EQ(d.accepts("\"" + std::string(n, 'a') + "\""), in) << schema << " " << n;
+      std::string mixed;  // characters of 1 to 4 bytes and escapes, n of them
+      const char* pieces[] = {"é", "😀", "\\n", "\\u00e9", "x"};
+      for (int i = 0; i < n; ++i) mixed += pieces[i % 5];
+      ASSERT_EQ(d.accepts("\"" + mixed + "\""), in) << schema << " mixed " << n;
+    }
+  }
+  const auto g = compile_json_schema(ojson::parse(R"({"type": "string", "maxLength": 100000})"));
+  // A few rules of at most kLengthBase characters, whatever the bound.
+  EXPECT_LT(g->n_states(), 6000);
+  EXPECT_LT(
+      compile_json_schema(ojson::parse(R"({"type": "string", "maxLength": 1000000})"))->n_states(),
+      6000);
+  Doc at_least(R"({"type": "string", "minLength": 300})");
+  EXPECT_FALSE(at_least.accepts("\"" + std::string(299, 'a') + "\""));
+  EXPECT_TRUE(at_least.accepts("\"" + std::string(300, 'a') + "\""));
+  EXPECT_TRUE(at_least.accepts("\"" + std::string(5000, 'a') + "\""));
+  Doc huge(R"({"type": "string", "maxLength": 100000})");
+  EXPECT_TRUE(huge.accepts("\"" + std::string(20000, 'z') + "\""));
+}
+
+TEST(StructuredSchema, PropertyCountsAndDependencies) {
+  Doc counted(
+      R"({"properties": {"a": {}, "b": {}, "c": {}}, "minProperties": 1, "maxProperties": 2})");
+  for (const char* ok : {R"({"a":1})", R"({"c":1})", R"({"b":1,"c":2})", R"({"a":1,"c":2})"})
+    EXPECT_TRUE(counted.accepts(ok)) << ok;
+  for (const char* bad : {"{}", R"({"a":1,"b":2,"c":3})"})
+    EXPECT_FALSE(counted.accepts(bad)) << bad;
+  Doc map(R"({"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 2,
+              "maxProperties": 3})");
+  EXPECT_TRUE(map.accepts(R"({"a":1,"b":2})"));
+  EXPECT_TRUE(map.accepts(R"({"a":1,"b":2,"c":3})"));
+  EXPECT_FALSE(map.accepts(R"({"a":1})"));
+  EXPECT_FALSE(map.accepts(R"({"a":1,"b":2,"c":3,"d":4})"));
+  // A dependency list makes its names required wherever the name may be written.
+  for (const char* key : {"dependencies", "dependentRequired"}) {
+    Doc dep(fmt::format(
+        R"({{"properties": {{"card": {{"type": "string"}}, "billing": {{"type": "string"}}}},
+                           "{}": {{"card": ["billing"]}}}})",
+        key));
+    EXPECT_TRUE(dep.accepts(R"({"billing":"x"})")) << key;
+    EXPECT_TRUE(dep.accepts(R"({"card":"1","billing":"x"})")) << key;
+    EXPECT_FALSE(dep.accepts(R"({"card":"1"})")) << key;
+  }
+  // A dependent schema of an optional name: the name is left out.
+  Doc schema_dep(R"({"properties": {"a": {"type": "integer"}, "b": {}},
+                     "dependencies": {"a": {"required": ["b"]}}})");
+  EXPECT_TRUE(schema_dep.accepts(R"({"b":1})"));
+  EXPECT_FALSE(schema_dep.accepts(R"({"a":1,"b":1})"));
+  // An optional property that no value satisfies is left out too.
+  Doc impossible(
+      R"({"properties": {"a": {"type": "array", "enum": ["x"]}, "b": {"type": "integer"}}})");
+  EXPECT_TRUE(impossible.accepts(R"({"b":1})"));
+  EXPECT_FALSE(impossible.accepts(R"({"a":"x"})"));
+}
+
+TEST(StructuredSchema, UniqueItemsAndTuples) {
+  Doc colors(R"({"type": "array", "items": {"enum": ["r", "g", "b"]}, "uniqueItems": true})");
+  for (const char* ok : {"[]", R"(["r"])", R"(["r", "b"])", R"(["r","g","b"])"})
+    EXPECT_TRUE(colors.accepts(ok)) << ok;
+  // Repeats are refused; distinct values come in the order of the list.
+  for (const char* bad : {R"(["r","r"])", R"(["b","r"])", R"(["r","g","b","r"])"})
+    EXPECT_FALSE(colors.accepts(bad)) << bad;
+  Doc two(R"({"type": "array", "items": {"type": "boolean"}, "uniqueItems": true, "minItems": 2})");
+  EXPECT_TRUE(two.accepts("[true, false]"));
+  EXPECT_FALSE(two.accepts("[true]"));
+  EXPECT_FALSE(two.accepts("[true,true]"));
+  // Items that do not list their values: at most one item, always unique.
+  Doc strings(R"({"type": "array", "items": {"type": "string"}, "uniqueItems": true})");
+  EXPECT_TRUE(strings.accepts("[]"));
+  EXPECT_TRUE(strings.accepts(R"(["a"])"));
+  EXPECT_FALSE(strings.accepts(R"(["a","b"])"));
+  Doc tuple(R"({"type": "array", "items": [{"type": "string"}, {"type": "integer"}],
+                "additionalItems": false})");
+  EXPECT_TRUE(tuple.accepts(R"(["a", 1])"));
+  for (const char* bad : {R"(["a"])", R"([1,"a"])", R"(["a",1,2])"})
+    EXPECT_FALSE(tuple.accepts(bad)) << bad;
+  Doc prefix(R"({"prefixItems": [{"const": 1}], "items": {"type": "string"}})");
+  EXPECT_TRUE(prefix.accepts("[1]"));
+  EXPECT_TRUE(prefix.accepts(R"([1, "a", "b"])"));
+  EXPECT_FALSE(prefix.accepts("[1, 2]"));
+  // additionalItems without a tuple constrains nothing.
+  Doc plain(R"({"type": "array", "items": {"type": "integer"}, "additionalItems": false})");
+  EXPECT_TRUE(plain.accepts("[1, 2, 3]"));
+}
+
+TEST(StructuredSchema, RefForms) {
+  Doc escaped(
+      R"({"definitions": {"a b": {"type": "integer"}, "c/d": {"type": "string"}, "e~f": {"type": "boolean"}},
+                  "properties": {"x": {"$ref": "#/definitions/a%20b"}, "y": {"$ref": "#/definitions/c~1d"},
+                                 "z": {"$ref": "#/definitions/e~0f"}}})");
+  EXPECT_TRUE(escaped.accepts(R"({"x":1,"y":"s","z":true})"));
+  EXPECT_FALSE(escaped.accepts(R"({"x":"s"})"));
+  EXPECT_FALSE(escaped.accepts(R"({"y":1})"));
+  Doc props(R"({"properties": {"a": {"type": "integer"}, "b": {"$ref": "#/properties/a"}}})");
+  EXPECT_TRUE(props.accepts(R"({"a":1,"b":2})"));
+  EXPECT_FALSE(props.accepts(R"({"b":"s"})"));
+  Doc ids(R"({"$id": "http://example.com/schemas/root.json",
+              "definitions": {"p": {"$id": "person.json", "type": "object",
+                                    "properties": {"n": {"type": "string"}}, "required": ["n"]}},
+              "properties": {"who": {"$ref": "person.json"},
+                             "also": {"$ref": "http://example.com/schemas/root.json#/definitions/p"},
+                             "abs": {"$ref": "http://example.com/schemas/person.json"}}})");
+  EXPECT_TRUE(ids.accepts(R"({"who":{"n":"a"},"also":{"n":"b"},"abs":{"n":"c"}})"));
+  EXPECT_FALSE(ids.accepts(R"({"who":{}})"));
+  Doc anchors(
+      R"({"definitions": {"x": {"$anchor": "num", "type": "integer"}, "y": {"id": "#str", "type": "string"}},
+                  "properties": {"a": {"$ref": "#num"}, "b": {"$ref": "#str"}}})");
+  EXPECT_TRUE(anchors.accepts(R"({"a":1,"b":"s"})"));
+  EXPECT_FALSE(anchors.accepts(R"({"a":"s"})"));
+}
+
 TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
   struct Case {
     const char* schema;
@@ -253,20 +611,21 @@ TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
     const char* word;
   };
   const Case cases[] = {
-      {R"({"type": "object", "properties": {"age": {"type": "integer", "multipleOf": 5}}})",
+      {R"({"type": "object", "properties": {"age": {"type": "number", "multipleOf": 0.3}}})",
        "#/properties/age/multipleOf", "multipleOf"},
-      {R"({"type": "array", "uniqueItems": true})", "#/uniqueItems", "uniqueItems"},
+      {R"({"type": "integer", "multipleOf": 7})", "#/multipleOf", "at most 1024"},
+      {R"({"type": "array", "uniqueItems": true, "minItems": 2})", "#/uniqueItems", "uniqueItems"},
       {R"({"not": {"type": "string"}})", "#/not", "not"},
-      {R"({"type": "object", "patternProperties": {"^a": {}}})", "#/patternProperties",
-       "patternProperties"},
+      {R"j({"type": "object", "patternProperties": {"a(?=b)": {}}})j", "#/patternProperties/a(?=b)",
+       "lookaround"},
       {R"({"type": "string", "pattern": "(a)\\1"})", "#/pattern", "back-reference"},
       {R"j({"type": "string", "pattern": "a(?=b)"})j", "#/pattern", "lookaround"},
       {R"({"type": "string", "pattern": "\\bword"})", "#/pattern", "word boundary"},
       {R"({"type": "string", "pattern": "\\p{L}"})", "#/pattern", "Unicode property"},
       {R"({"type": "string", "pattern": "a{1000}"})", "#/pattern", "repetition count"},
-      {R"({"type": "string", "format": "email"})", "#/format", "email"},
-      {R"({"type": "string", "maxLength": 100000})", "#/maxLength", "maxLength"},
-      {R"({"type": "number", "minimum": 0.5})", "#/minimum", "minimum"},
+      {R"({"type": "string", "format": "duration"})", "#/format", "'duration' is not supported"},
+      {R"({"type": "string", "minLength": 2000000})", "#/minLength", "minLength"},
+      {R"({"type": "number", "minimum": 5, "maximum": 4.5})", "#", "no number"},
       {R"({"type": "integer", "minimum": 5, "maximum": 4})", "#", "no integer"},
       {R"({"type": "string", "minLength": 3, "maxLength": 2})", "#/maxLength", "below"},
       {R"({"$ref": "http://example.com/schema"})", "#/$ref", "only references within"},
@@ -276,10 +635,22 @@ TEST(StructuredSchema, UnsupportedFeaturesNameThePlace) {
       {R"({"type": "strnig"})", "#/type", "unknown type 'strnig'"},
       {R"({"enum": []})", "#/enum", "no value"},
       {R"(false)", "#", "admits no value"},
-      {R"({"type": "array", "items": [{"type": "string"}]})", "#/items", "tuple"},
-      {R"({"allOf": [{"type": "string"}, {"minLength": 2}]})", "#/allOf", "allOf"},
-      {R"({"type": "object", "anyOf": [{"required": ["a"]}]})", "#", "beside 'anyOf'"},
-      {R"({"type": "string", "pattern": "a", "maxLength": 3})", "#/pattern", "together"},
+      {R"({"type": "array", "items": [{"type": "string"}], "additionalItems": false, "minItems": 2})",
+       "#/minItems", "more items than the tuple"},
+      {R"({"allOf": [{"pattern": "a"}, {"pattern": "b"}]})", "#/pattern", "different 'pattern'"},
+      {R"({"type": "string", "anyOf": [{"type": "integer"}]})", "#", "no alternative of 'anyOf'"},
+      {R"({"$ref": "#nowhere"})", "#/$ref", "names no $anchor"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["a"],
+           "dependencies": {"a": {"required": ["b"]}}})",
+       "#/dependencies/a", "'dependencies' with a schema"},
+      {R"({"type": "object", "properties": {"a": {}}, "additionalProperties": false,
+           "minProperties": 2})",
+       "#/minProperties", "more than the 1 properties"},
+      {R"({"type": "object", "if": {"required": ["a"]}})", "#/if", "'if' is not supported"},
+      {R"({"type": "string", "pattern": "^a{5}$", "maxLength": 3})", "#/pattern", "together"},
+      {R"({"type": "string", "pattern": "^a$", "minLength": 2})", "#/pattern", "'minLength'"},
+      // Two bytes, one character: not taken for two.
+      {R"({"type": "string", "pattern": "^\n$", "minLength": 2})", "#/pattern", "'minLength'"},
       {R"({"type": "string", "pattern": "a**"})", "#/pattern", "nothing to repeat"},
       {R"({"oneOf": [{"type": "integer"}, {"minimum": 2}]})", "#/oneOf", "may both match"},
       {R"({"oneOf": [{"type": "object", "properties": {"k": {"const": 1}}, "required": ["k"]},

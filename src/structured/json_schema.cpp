@@ -835,6 +835,14 @@ class SchemaCompiler {
                        "'minProperties' above 0 with no property allowed admits no value");
         body = Pattern();
       } else {
+        // The grammar cannot keep a map's keys apart: a key written twice parses
+        // as one property, so a count of properties above one is not what the
+        // generated members would give.
+        if (min_props > 1)
+          schema_error(path + "/minProperties",
+                       fmt::format("'minProperties' = {} on an object whose keys are not listed "
+                                   "is not supported (a repeated key would count once)",
+                                   min_props));
         const Pattern entry = Pattern::alt(std::move(entries));
         const int64_t lo = std::min<int64_t>(min_props, kMaxCount + 1);
         if (lo > kMaxCount)

@@ -11,7 +11,8 @@
 //    patternProperties regex matches takes both schemas. Required names that
 //    are not listed come after the listed ones, with the schema of the
 //    patterns they match, else of additionalProperties (refused when false),
-//    else any value. minProperties/maxProperties count them;
+//    else any value. minProperties/maxProperties count them (a map's
+//    minProperties above 1 is refused: a repeated key would count once);
 //    dependencies/dependentRequired make the dependent names required
 //    wherever the name may be written; a dependent schema leaves its
 //    (optional) name out. An optional property that no value satisfies (an

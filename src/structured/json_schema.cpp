@@ -42,19 +42,6 @@ constexpr int kMaxSchemaDepth = 64;
 
 const char* const kTypes[] = {"null", "boolean", "object", "array", "number", "integer", "string"};
 
-std::string pointer_token(const std::string& key) {  // RFC 6901 escaping
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-
 std::string show(const std::string& path) { return path.empty() ? "#" : "#" + path; }
 
 [[noreturn]] void schema_error(const std::string& path, const std::string& what) {
@@ -132,7 +119,8 @@ class SchemaCompiler {
   void check_keywords(const json& s, const std::string& path) {
     for (const auto& [key, v] : s.items())
       if (kRefusedKeywords.count(key) && !is_neutral(key, v))
-        schema_error(path + "/" + pointer_token(key), fmt::format("'{}' is not supported", key));
+        schema_error(path + "/" + json_pointer_token(key),
+                     fmt::format("'{}' is not supported", key));
   }
 
   // The validation keywords of s beside `except` (annotations and unknown keywords aside).
@@ -695,16 +683,16 @@ class SchemaCompiler {
     std::string where = own_path;
     if (own) all.push_back(*own);
     for (const auto& [regex, sub] : patterns.items())
-      if (name_matches(regex, name, path + "/patternProperties/" + pointer_token(regex))) {
+      if (name_matches(regex, name, path + "/patternProperties/" + json_pointer_token(regex))) {
         all.push_back(sub);
-        if (where.empty()) where = path + "/patternProperties/" + pointer_token(regex);
+        if (where.empty()) where = path + "/patternProperties/" + json_pointer_token(regex);
       }
     if (all.empty()) return any_value();
     if (all.size() == 1) return value(all[0], where);
     json merged = json::object();
     merged["allOf"] = json::array();
     for (auto& a : all) merged["allOf"].push_back(a);
-    return value(merged, path + "/properties/" + pointer_token(name) + "/patterns");
+    return value(merged, path + "/properties/" + json_pointer_token(name) + "/patterns");
   }
 
   // A property that generation may leave out and that no value satisfies
@@ -772,7 +760,7 @@ class SchemaCompiler {
           const bool free_keys = props.empty() && required.empty() && !closed;
           const bool may_appear = props.contains(name) || is_required(name) || free_keys;
           if (!may_appear) continue;
-          const std::string at = path + "/" + key + "/" + pointer_token(name);
+          const std::string at = path + "/" + key + "/" + json_pointer_token(name);
           if (dep.is_array()) {
             for (const auto& d : dep) {
               if (!d.is_string()) schema_error(at, "a dependency must list names");
@@ -812,14 +800,14 @@ class SchemaCompiler {
         const Pattern v =
             patterns.size() == 1
                 ? value(patterns.begin().value(),
-                        path + "/patternProperties/" + pointer_token(patterns.begin().key()))
+                        path + "/patternProperties/" + json_pointer_token(patterns.begin().key()))
                 : value(every, path + "/patternProperties");
         for (const auto& [regex, sub] : patterns.items()) {
           Pattern key;
           try {
             key = json_quoted(string_regex(regex));
           } catch (const Error& e) {
-            schema_error(path + "/patternProperties/" + pointer_token(regex), e.what());
+            schema_error(path + "/patternProperties/" + json_pointer_token(regex), e.what());
           }
           entries.push_back(Pattern::seq({key, ws, Pattern::byte(':'), ws, v, ws}));
         }
@@ -869,7 +857,7 @@ class SchemaCompiler {
       for (const auto& [name, sub] : props.items()) {
         const bool req = is_required(name);
         if (!req && (left_out.count(name) || admits_nothing(sub))) continue;
-        const std::string at = path + "/properties/" + pointer_token(name);
+        const std::string at = path + "/properties/" + json_pointer_token(name);
         items.push_back(member(name, property_value(&sub, at, name, patterns, path)));
         flags.push_back(req);
       }
@@ -877,7 +865,8 @@ class SchemaCompiler {
         if (props.contains(name)) continue;
         bool matched = false;
         for (const auto& [regex, sub] : patterns.items())
-          matched |= name_matches(regex, name, path + "/patternProperties/" + pointer_token(regex));
+          matched |=
+              name_matches(regex, name, path + "/patternProperties/" + json_pointer_token(regex));
         if (matched) {
           items.push_back(member(name, property_value(nullptr, "", name, patterns, path)));
         } else if (closed) {
@@ -1122,6 +1111,19 @@ class SchemaCompiler {
 };
 
 }  // namespace
+
+std::string json_pointer_token(std::string_view key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
 
 SchemaError::SchemaError(std::string p, const std::string& what)
     : Error(fmt::format("schema at '{}': {}", show(p), what)), path(std::move(p)) {}

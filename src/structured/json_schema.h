@@ -72,6 +72,10 @@ namespace tandem::structured {
 inline constexpr int kMaxCount = 256;    // the largest minItems, counted maxItems, minProperties
 inline constexpr int kMaxFreeDepth = 6;  // nesting within a free-form value
 
+// A name as one step of a JSON pointer (RFC 6901: '~' as "~0", '/' as "~1"),
+// as SchemaError paths spell them.
+std::string json_pointer_token(std::string_view key);
+
 struct SchemaError : Error {
   SchemaError(std::string path, const std::string& what);
   std::string path;  // a JSON pointer into the schema, "" for its root

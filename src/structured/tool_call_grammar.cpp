@@ -27,19 +27,6 @@ void rebase_refs(json& s, const std::string& base) {
   }
 }
 
-std::string pointer_token(std::string_view key) {  // RFC 6901 escaping
-  std::string out;
-  for (char c : key) {
-    if (c == '~')
-      out += "~0";
-    else if (c == '/')
-      out += "~1";
-    else
-      out += c;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::shared_ptr<const Grammar> tool_call_grammar(const std::vector<ToolFunction>& functions,
@@ -51,7 +38,7 @@ std::shared_ptr<const Grammar> tool_call_grammar(const std::vector<ToolFunction>
   std::vector<std::string> bases;
   for (size_t i = 0; i < functions.size(); ++i) {
     const std::string base = (one ? std::string() : "/anyOf/" + std::to_string(i)) +
-                             "/properties/" + pointer_token(arguments_key);
+                             "/properties/" + json_pointer_token(arguments_key);
     bases.push_back(base);
     json params = functions[i].parameters;
     rebase_refs(params, base);

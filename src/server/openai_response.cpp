@@ -67,7 +67,6 @@ json finish_reason_json(const RequestResult& r, bool called_tools) {
 json tool_calls_message(const ResponseMeta& meta, const RequestResult& r, bool* called) {
   const ToolCallOutput out = read_tool_calls(*meta.tool_format, r.text);
   json calls = json::array();
-  std::string content = out.content;
   for (size_t k = 0; k < out.calls.size(); ++k) {
     const OutputToolCall& c = out.calls[k];
     if (!c.complete) break;  // cut short by max_tokens: not a call
@@ -77,9 +76,9 @@ json tool_calls_message(const ResponseMeta& meta, const RequestResult& r, bool* 
   }
   *called = !calls.empty();
   json msg = {{"role", "assistant"}};
-  const bool blank = content.find_first_not_of(" \n\r\t") == std::string::npos;
   if (*called) {
-    msg["content"] = blank ? json(nullptr) : json(content);
+    const bool blank = out.content.find_first_not_of(" \n\r\t") == std::string::npos;
+    msg["content"] = blank ? json(nullptr) : json(out.content);
     msg["tool_calls"] = std::move(calls);
   } else {
     msg["content"] = r.text;  // no complete call: the text as written

@@ -27,23 +27,14 @@ uint64_t random_seed() {
 // The token ids a tool-call constraint needs, found once per model.
 std::shared_ptr<const structured::ToolCallTokens> find_tool_tokens(
     const ToolCallFormat& format, const Tokenizer& tok, const structured::TokenVocabulary& vocab) {
-  auto t = std::make_shared<structured::ToolCallTokens>();
+  int open = -1, close = -1;
   if (!format.open.empty()) {
-    auto open = tok.find_piece(format.open), close = tok.find_piece(format.close);
-    check(open && close, "the tokenizer has no single tokens for {} and {}", format.open,
-          format.close);
-    t->open = *open;
-    t->close = *close;
+    auto o = tok.find_piece(format.open), c = tok.find_piece(format.close);
+    check(o && c, "the tokenizer has no single tokens for {} and {}", format.open, format.close);
+    open = *o;
+    close = *c;
   }
-  t->fence_open = format.fence_open;
-  for (int id = 0; id < vocab.n_ids(); ++id) {
-    const std::string* b = vocab.bytes(id);
-    if (!b || b->empty()) continue;
-    if (b->size() <= 2 && b->find_first_not_of('\n') == std::string::npos)
-      t->separators.push_back(id);
-    if ((*b)[0] == '{') t->json_openers.push_back(id);
-  }
-  return t;
+  return structured::find_tool_call_tokens(vocab, open, close, format.fence_open);
 }
 
 }  // namespace

@@ -101,15 +101,19 @@ class CallScanner {
   size_t i_;
 };
 
-// The longest end of `text` that begins one of `openers` (it may become one).
-size_t opener_prefix_at_end(std::string_view text, const std::vector<std::string>& openers) {
+// The longest end of `text` that begins a marker or a fence of the format (it
+// may still become one).
+size_t opener_prefix_at_end(std::string_view text, const ToolCallFormat& format) {
   size_t held = 0;
-  for (const std::string& o : openers)
+  auto hold = [&](std::string_view o) {
     for (size_t len = std::min(o.size() - 1, text.size()); len > held; --len)
-      if (text.substr(text.size() - len) == std::string_view(o).substr(0, len)) {
+      if (text.substr(text.size() - len) == o.substr(0, len)) {
         held = len;
-        break;
+        return;
       }
+  };
+  hold(format.open);
+  for (const std::string& f : format.fence_open) hold(f);
   return held;
 }
 
@@ -178,9 +182,7 @@ ToolCallOutput read_tool_calls(const ToolCallFormat& format, std::string_view te
     }
     if (marker == std::string_view::npos) {
       out.content = std::string(text);
-      std::vector<std::string> openers = format.fence_open;
-      openers.push_back(format.open);
-      out.content_final = text.size() - opener_prefix_at_end(text.substr(pos), openers);
+      out.content_final = text.size() - opener_prefix_at_end(text.substr(pos), format);
       return out;
     }
     out.content = std::string(text.substr(0, marker));

@@ -24,6 +24,23 @@ std::optional<GrammarMatcher> restart(const std::optional<GrammarMatcher>& m) {
 
 }  // namespace
 
+std::shared_ptr<const ToolCallTokens> find_tool_call_tokens(const TokenVocabulary& vocab, int open,
+                                                            int close,
+                                                            std::vector<std::string> fence_open) {
+  auto t = std::make_shared<ToolCallTokens>();
+  t->open = open;
+  t->close = close;
+  t->fence_open = std::move(fence_open);
+  for (int id = 0; id < vocab.n_ids(); ++id) {  // ascending: the lists stay sorted
+    const std::string* b = vocab.bytes(id);
+    if (!b || b->empty()) continue;
+    if (b->size() <= 2 && b->find_first_not_of('\n') == std::string::npos)
+      t->separators.push_back(id);
+    if ((*b)[0] == '{') t->json_openers.push_back(id);
+  }
+  return t;
+}
+
 std::shared_ptr<const ToolCallConstraint> ToolCallConstraint::start(
     const ToolCallGrammars& g, std::shared_ptr<const TokenVocabulary> vocab,
     std::shared_ptr<const ToolCallTokens> tokens, Start start, bool parallel) {

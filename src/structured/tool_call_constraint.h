@@ -36,6 +36,12 @@ struct ToolCallTokens {
   std::vector<std::string> fence_open;  // free text that opens a fenced call
 };
 
+// The tokens of a vocabulary a tool-call format needs: the markers' ids (-1:
+// none), and the separator and '{' tokens found in the vocabulary.
+std::shared_ptr<const ToolCallTokens> find_tool_call_tokens(const TokenVocabulary& vocab, int open,
+                                                            int close,
+                                                            std::vector<std::string> fence_open);
+
 // The grammar of a call opened each way (null: calls do not open that way).
 struct ToolCallGrammars {
   std::shared_ptr<const Grammar> marked;  // between the markers

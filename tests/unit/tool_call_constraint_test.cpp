@@ -108,20 +108,9 @@ class ToolCallWalks : public ::testing::Test {
   }
 
   static std::shared_ptr<const ToolCallTokens> tokens(bool markers) {
-    auto t = std::make_shared<ToolCallTokens>();
-    if (markers) {
-      t->open = *tok_->find_piece("<tool_call>");
-      t->close = *tok_->find_piece("</tool_call>");
-      t->fence_open = {"```json\n"};
-    }
-    for (int id = 0; id < (*vocab_)->n_ids(); ++id) {
-      const std::string* b = (*vocab_)->bytes(id);
-      if (!b || b->empty()) continue;
-      if (b->size() <= 2 && b->find_first_not_of('\n') == std::string::npos)
-        t->separators.push_back(id);
-      if ((*b)[0] == '{') t->json_openers.push_back(id);
-    }
-    return t;
+    if (!markers) return find_tool_call_tokens(**vocab_, -1, -1, {});
+    return find_tool_call_tokens(**vocab_, *tok_->find_piece("<tool_call>"),
+                                 *tok_->find_piece("</tool_call>"), {"```json\n"});
   }
 
   // A walk that takes random allowed tokens (favouring short ones, so that
@@ -282,10 +271,7 @@ TEST(ToolCallEngine, GreedyIsTheSameWithAndWithoutSpeculation) {
   auto model = Model::load(test::cached_model("smollm2-135m-instruct-q4_1.gguf"));
   const Tokenizer& tok = model->require_tokenizer();
   auto vocab = TokenVocabulary::from_tokenizer(tok, model->config().vocab_size);
-  auto t = std::make_shared<ToolCallTokens>();
-  for (int id = 0; id < vocab->n_ids(); ++id)
-    if (const std::string* b = vocab->bytes(id); b && !b->empty() && (*b)[0] == '{')
-      t->json_openers.push_back(id);
+  const auto t = find_tool_call_tokens(*vocab, -1, -1, {});
   ToolCallGrammars g;
   g.bare = tool_call_grammar(functions(), "parameters", "", "");
   const auto family = detect_chat_template(model->chat_template());

@@ -17,11 +17,6 @@ bool any_allowed(const TokenMask& m) {
   return false;
 }
 
-std::optional<GrammarMatcher> restart(const std::optional<GrammarMatcher>& m) {
-  if (!m) return std::nullopt;
-  return m->restart();
-}
-
 }  // namespace
 
 std::shared_ptr<const ToolCallTokens> find_tool_call_tokens(const TokenVocabulary& vocab, int open,
@@ -54,23 +49,24 @@ std::shared_ptr<const ToolCallConstraint> ToolCallConstraint::start(
     phase = m.marked ? Phase::Open : Phase::Body;
   else
     phase = m.bare ? Phase::FreeStart : Phase::Free;
-  return std::make_shared<ToolCallConstraint>(std::move(m), std::move(tokens), phase, parallel);
+  auto c = std::make_shared<ToolCallConstraint>(std::make_shared<const Matchers>(std::move(m)),
+                                                std::move(tokens), phase, parallel);
+  if (phase == Phase::Body || phase == Phase::FreeStart) c->body_ = c->fresh_->bare->restart();
+  return c;
 }
 
-ToolCallConstraint::ToolCallConstraint(Matchers fresh, std::shared_ptr<const ToolCallTokens> tokens,
-                                       Phase phase, bool parallel)
-    : fresh_(std::move(fresh)), tokens_(std::move(tokens)), phase_(phase), parallel_(parallel) {
-  if (phase_ == Phase::Body || phase_ == Phase::FreeStart) body_ = restart(fresh_.bare);
-}
+ToolCallConstraint::ToolCallConstraint(std::shared_ptr<const Matchers> fresh,
+                                       std::shared_ptr<const ToolCallTokens> tokens, Phase phase,
+                                       bool parallel)
+    : fresh_(std::move(fresh)), tokens_(std::move(tokens)), phase_(phase), parallel_(parallel) {}
 
 const TokenVocabulary& ToolCallConstraint::vocab() const {
-  return fresh_.marked ? fresh_.marked->vocab() : fresh_.bare->vocab();
+  return fresh_->marked ? fresh_->marked->vocab() : fresh_->bare->vocab();
 }
 
+// A fork shares the start matchers (they never advance) and forks the current call.
 std::unique_ptr<TokenConstraint> ToolCallConstraint::fork() const {
-  Matchers m{restart(fresh_.marked), restart(fresh_.bare), restart(fresh_.fenced)};
-  auto c = std::make_unique<ToolCallConstraint>(std::move(m), tokens_, Phase::Free, parallel_);
-  c->phase_ = phase_;
+  auto c = std::make_unique<ToolCallConstraint>(fresh_, tokens_, phase_, parallel_);
   if (body_) c->body_ = body_->fork();
   c->marked_ = marked_;
   c->separators_ = separators_;
@@ -93,7 +89,7 @@ void ToolCallConstraint::open(const std::optional<GrammarMatcher>& fresh, bool m
 }
 
 bool ToolCallConstraint::open_fenced(int token) {
-  if (!fresh_.fenced) return false;
+  if (!fresh_->fenced) return false;
   const std::string* bytes = vocab().bytes(token);
   const size_t before = tail_.size();
   tail_ += bytes ? *bytes : std::string();
@@ -103,7 +99,7 @@ bool ToolCallConstraint::open_fenced(int token) {
     const size_t from = before >= fence.size() ? before - fence.size() + 1 : 0;
     const size_t at = tail_.find(fence, from);
     if (at == std::string::npos) continue;
-    GrammarMatcher m = fresh_.fenced->restart();
+    GrammarMatcher m = fresh_->fenced->restart();
     const std::string_view rest = std::string_view(tail_).substr(at + fence.size());
     if (!rest.empty() && !m.accept_bytes(rest)) continue;
     body_ = std::move(m);
@@ -202,13 +198,13 @@ void ToolCallConstraint::advance(int token) {
       phase_ = Phase::Free;
       [[fallthrough]];  // the first token of free text may open a marked or fenced call
     case Phase::Free:
-      if (fresh_.marked && token == tokens_->open)
-        open(fresh_.marked, true);
+      if (fresh_->marked && token == tokens_->open)
+        open(fresh_->marked, true);
       else
         open_fenced(token);
       return;
     case Phase::Open:
-      open(fresh_.marked, true);
+      open(fresh_->marked, true);
       return;
     case Phase::Body:
       if (marked_ && token == tokens_->close) {
@@ -220,7 +216,7 @@ void ToolCallConstraint::advance(int token) {
       return;
     case Phase::After:
       if (token == tokens_->open)
-        open(fresh_.marked, true);
+        open(fresh_->marked, true);
       else if (is_separator(token))
         ++separators_;
       return;

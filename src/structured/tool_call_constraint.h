@@ -68,8 +68,8 @@ class ToolCallConstraint final : public TokenConstraint {
   struct Matchers {
     std::optional<GrammarMatcher> marked, bare, fenced;  // each at the start of its call
   };
-  ToolCallConstraint(Matchers fresh, std::shared_ptr<const ToolCallTokens> tokens, Phase phase,
-                     bool parallel);
+  ToolCallConstraint(std::shared_ptr<const Matchers> fresh,
+                     std::shared_ptr<const ToolCallTokens> tokens, Phase phase, bool parallel);
 
  private:
   static constexpr int kMaxSeparators = 2;  // newline tokens between two calls
@@ -81,8 +81,8 @@ class ToolCallConstraint final : public TokenConstraint {
   bool open_fenced(int token);
   void open(const std::optional<GrammarMatcher>& fresh, bool marked);
 
-  Matchers fresh_;
-  std::optional<GrammarMatcher> body_;  // the current call (FreeStart: a bare call's start)
+  std::shared_ptr<const Matchers> fresh_;  // shared by the forks
+  std::optional<GrammarMatcher> body_;     // the current call (FreeStart: a bare call's start)
   std::shared_ptr<const ToolCallTokens> tokens_;
   Phase phase_;
   bool parallel_;

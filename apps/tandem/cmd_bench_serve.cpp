@@ -159,16 +159,22 @@ Level run_level(const Model& target, ThreadPool& pool, const Opts& o, const std:
   Engine engine(target, pool, eo, std::move(setup.drafter));
   // Warm-up, both modes alike and outside the timing: fault the weights in, and
   // run waves of this level's batch (requests like the timed ones) until the
-  // draft policy has measured what it plans this batch size with, as in a
-  // server that has run for a while (its exploring rounds are paid once per
-  // process; in these few-second runs they would be up to 7% of a level).
-  constexpr int kMaxWarmUpWaves = 4;
-  for (int wave = 0; wave < kMaxWarmUpWaves; ++wave) {
-    if (wave > 0 && engine.runner().policy().explored(concurrency)) break;
+  // draft policy has measured what it plans this batch size with and, where it
+  // drafts, the rate guard has judged its drafted rounds against plain ones, as
+  // in a server that has run for a while (its exploring and judging rounds are
+  // paid once per process; in these few-second runs they would be up to 7% of
+  // a level).
+  constexpr int kMaxWarmUpWaves = 6;
+  const DraftPolicy& policy = engine.runner().policy();
+  for (int wave = 0, drafted = 1; wave < kMaxWarmUpWaves; ++wave) {
+    const bool judged = drafted == 0 || policy.rate_guard().judged(concurrency);
+    if (wave > 0 && policy.explored(concurrency) && judged) break;
+    drafted = 0;
     for (int i = 0; i < concurrency; ++i) {
       Request w;
       w.prompt = prompts[static_cast<size_t>(i) % prompts.size()];
       w.params.max_tokens = o.n;
+      w.on_finish = [&drafted](const RequestResult& res) { drafted += res.stats.drafted; };
       engine.submit(std::move(w));
     }
     engine.run();

@@ -10,7 +10,10 @@
 //  - the early stop (speculative/draft_stop.h) of a draft model's drafts, and the
 //    trimming of free (n-gram) proposals to the part worth verifying;
 //  - learning: the costs of verify passes, draft steps and prefill chunks, each
-//    request's acceptance, the draft's confidence calibration, the recent rate.
+//    request's acceptance, the draft's confidence calibration, the recent rate;
+//  - the realised rate (speculative/rate_guard.h): a batch size whose drafted
+//    rounds deliver fewer tokens per second than its plain rounds decodes plain,
+//    whatever the cost model predicts.
 #pragma once
 #include <memory>
 #include <span>
@@ -21,6 +24,7 @@
 #include "speculative/draft_context.h"
 #include "speculative/draft_stop.h"
 #include "speculative/drafter.h"
+#include "speculative/rate_guard.h"
 #include "speculative/round_plan.h"
 
 namespace tandem {
@@ -42,6 +46,7 @@ struct SpecOptions {
 
 // The policy's constants. docs/decisions.md gives the measurements behind them.
 struct DraftPolicyTuning {
+  RateGuardTuning rate_guard;
   // A request that stopped drafting tries one drafted token after probe_every
   // rounds; each probe after which drafting still does not pay doubles the wait,
   // up to probe_every << max_probe_backoff rounds, so text that stays
@@ -101,6 +106,8 @@ struct RoundCosts {
   double step_ms = -1;   // a steady draft step (negative: none measured)
   int emitted = 0;       // tokens the round emitted, all requests together
   double total_ms = 0;   // the whole round
+  int requests = 0;      // requests in the round (0: not stated, the rate guard skips it)
+  int drafted = 0;       // drafted tokens verified, all requests together
 };
 
 class DraftPolicy {
@@ -147,6 +154,7 @@ class DraftPolicy {
   bool explored(int batch) const;
 
   const CostModel& costs() const { return costs_; }
+  const RateGuard& rate_guard() const { return guard_; }
   const SpecOptions& options() const { return opt_; }
   const DraftPolicyTuning& tuning() const { return tuning_; }
   // A request's acceptance estimate (its prior before any verdict).
@@ -162,6 +170,8 @@ class DraftPolicy {
   // The acceptance a request with little evidence of its own is read at least at.
   double new_request_alpha() const;
   int cap(const RoundRequest& r) const;
+  // Whether the policy may decline to draft (-k auto, or a fixed K with opt-out).
+  bool judges() const { return drafter_ && (opt_.adaptive || opt_.opt_out); }
   // The lengths a plan chooses among: K, or with -k auto 1..K.
   std::vector<int> k_choices_;
   bool stops_early() const;
@@ -187,6 +197,7 @@ class DraftPolicy {
   SpecOptions opt_;
   DraftPolicyTuning tuning_;
   CostModel costs_;
+  RateGuard guard_;
   ConfidenceCalibration calibration_;
   std::unordered_map<int, RequestState> requests_;
   AcceptanceEstimate pooled_;  // every request's verdicts together

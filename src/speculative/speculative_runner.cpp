@@ -99,7 +99,7 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const RoundPl
   const double draft_ms = ms_since(t0);
   const double verify_ms = verify(seqs, plan);
   const int V = target_.vocab_size();
-  int emitted = 0;
+  int emitted = 0, drafted_tokens = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
     Generation& s = *seqs[i];
     const int before = s.n_generated();
@@ -113,12 +113,14 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const RoundPl
     s.stats().add_round(drafted, kept, v.n_accepted < drafted, draft_ms, verify_ms,
                         static_cast<int>(d.tokens.size()) - d.chain_length(), off_chain);
     emitted += v.n_accepted + 1;
+    drafted_tokens += static_cast<int>(d.tokens.size());
   }
   const double total_ms = ms_since(t0);
   for (Generation* s : seqs) s->stats().decode_ms += total_ms;
   const int drafting =
       static_cast<int>(std::count_if(plan.k.begin(), plan.k.end(), [](int x) { return x > 0; }));
-  policy_.record_round({batch_.size(), verify_ms, drafting, step_ms, emitted, total_ms});
+  policy_.record_round({batch_.size(), verify_ms, drafting, step_ms, emitted, total_ms,
+                        static_cast<int>(seqs.size()), drafted_tokens});
 }
 
 double SpeculativeRunner::draft(const RoundPlan& plan) {

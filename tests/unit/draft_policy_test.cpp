@@ -72,13 +72,29 @@ class Simulation {
     }
     const double verify_ms = costs_.verify(positions);
     const double step_ms = drafting ? costs_.step : -1;
-    policy_.record_round(
-        {positions, verify_ms, drafting, step_ms, emitted, verify_ms + longest * costs_.step});
+    double total_ms = verify_ms + longest * costs_.step;
+    if (positions > static_cast<int>(k.size())) total_ms += hidden_drafting_ms_;
+    total_ms_ += total_ms;
+    emitted_ += emitted;
+    // Rounds tell the rate guard their batch only where a test asks for it: the
+    // other tests are about the cost model's own decisions.
+    const int requests = tell_batch_ ? static_cast<int>(k.size()) : 0;
+    policy_.record_round({positions, verify_ms, drafting, step_ms, emitted, total_ms, requests,
+                          positions - static_cast<int>(k.size())});
     rounds_++;
     return k;
   }
 
   const DraftPolicy& policy() const { return policy_; }
+  // Drafted rounds cost this much more than the cost model can see (work per
+  // verified token outside the passes it times), and rounds report their batch
+  // size to the rate guard.
+  void hide_drafting_cost(double ms) {
+    hidden_drafting_ms_ = ms;
+    tell_batch_ = true;
+  }
+  // Tokens per millisecond over every round so far.
+  double rate() const { return total_ms_ > 0 ? emitted_ / total_ms_ : 0; }
 
  private:
   ScriptedDrafter drafter_;
@@ -90,6 +106,9 @@ class Simulation {
   SamplingParams sampling_;
   Rng rng_;
   int rounds_ = 0;
+  double hidden_drafting_ms_ = 0, total_ms_ = 0;
+  bool tell_batch_ = false;
+  int64_t emitted_ = 0;
 };
 
 int drafting(const std::vector<int>& k) {
@@ -312,4 +331,40 @@ TEST(DraftPolicy, ExploredOnceItsCostsAreMeasured) {
   EXPECT_FALSE(policy.explored(3)) << "no pass of 3 positions measured";
   DraftPolicy plain(nullptr, SpecOptions{});
   EXPECT_TRUE(plain.explored(4)) << "plain decoding has nothing to explore";
+}
+
+// The cost model predicts that drafting pays, but every drafted round costs
+// more than it can see: the realised rate at that batch size falls below
+// plain, drafting turns off there, and trials come ever more rarely, so the
+// rounds keep close to the plain rate.
+TEST(DraftPolicy, RealisedRateBelowPlainTurnsDraftingOff) {
+  const FakeCosts costs{40, 2, 8};
+  // Half of each draft accepted: by the visible costs drafting pays.
+  const Script half = [](int, size_t, int n) { return n / 2; };
+  Simulation sim(4, costs);
+  sim.hide_drafting_cost(60);
+  for (int r = 0; r < 40; ++r) sim.round(half);
+  EXPECT_TRUE(sim.policy().rate_guard().drafting_off(4));
+  int drafted = 0;
+  constexpr int kRounds = 2000;
+  for (int r = 0; r < kRounds; ++r) drafted += drafting(sim.round(half)) > 0;
+  // Trials after 128, 256, 512 and 1024 rounds, of about ten rounds each.
+  EXPECT_LE(drafted, 60) << "drafting tried again only rarely";
+  EXPECT_GE(drafted, 9) << "but tried";
+  const double plain = 4 / costs.verify(4);
+  EXPECT_GT(sim.rate(), 0.95 * plain) << "the rounds run near the plain rate";
+}
+
+// The same batch with nothing hidden: drafting pays as predicted, and the
+// guard leaves it on (apart from its plain reference rounds).
+TEST(DraftPolicy, RealisedRateAbovePlainKeepsDrafting) {
+  const Script half = [](int, size_t, int n) { return n / 2; };
+  Simulation sim(4, FakeCosts{40, 2, 8});
+  sim.hide_drafting_cost(0);
+  int drafted = 0;
+  for (int r = 0; r < 400; ++r) drafted += drafting(sim.round(half)) > 0;
+  EXPECT_FALSE(sim.policy().rate_guard().drafting_off(4));
+  EXPECT_GE(drafted, 380);
+  const FakeCosts costs{40, 2, 8};
+  EXPECT_GT(sim.rate(), 1.2 * 4 / costs.verify(4));
 }

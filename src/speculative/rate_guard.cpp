@@ -1,0 +1,80 @@
+#include "speculative/rate_guard.h"
+
+#include <algorithm>
+
+namespace tandem {
+
+RateGuard::BatchState& RateGuard::state(int batch) {
+  const size_t b = static_cast<size_t>(std::max(batch, 0));
+  if (b >= by_batch_.size()) by_batch_.resize(b + 1);
+  return by_batch_[b];
+}
+
+const RateGuard::BatchState* RateGuard::find(int batch) const {
+  return batch >= 0 && static_cast<size_t>(batch) < by_batch_.size() ? &by_batch_[batch] : nullptr;
+}
+
+bool RateGuard::allows(int batch) {
+  BatchState& s = state(batch);
+  if (s.off) {
+    const int wait = tuning_.retry_after << std::min(s.failed_trials - 1, tuning_.max_backoff);
+    if (++s.rounds_off < wait) return false;
+    // A trial: judged on its own rounds, not on the ones that lost before.
+    s.off = false;
+    s.drafted = {};
+    s.drafted_rounds = 0;
+    return true;
+  }
+  // A batch size that drafted from the start gets its plain reference once,
+  // and then a fresh plain round now and then.
+  if (s.drafted_rounds >= tuning_.judge_after && s.plain_rounds < tuning_.plain_reference)
+    return false;
+  return s.since_plain < tuning_.plain_refresh;
+}
+
+void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
+  if (batch <= 0 || ms <= 0) return;
+  BatchState& s = state(batch);
+  if (!drafted) {
+    s.plain.add(tuning_.fade, emitted, ms);
+    ++s.plain_rounds;
+    s.since_plain = 0;
+    return;
+  }
+  // A trial's first drafted round pays the one-off catch-up of a draft model
+  // that skipped the plain rounds before it: not the steady rate.
+  ++s.since_plain;
+  if (s.drafted_rounds++ == 0) return;
+  s.drafted.add(tuning_.fade, emitted, ms);
+  if (s.drafted_rounds <= tuning_.judge_after || s.plain_rounds < tuning_.plain_reference) return;
+  if (s.drafted.rate() < s.plain.rate()) {
+    s.off = true;
+    s.rounds_off = 0;
+    ++s.failed_trials;
+  } else {
+    s.failed_trials = 0;
+  }
+}
+
+bool RateGuard::drafting_off(int batch) const {
+  const BatchState* s = find(batch);
+  return s && s->off;
+}
+
+bool RateGuard::judged(int batch) const {
+  const BatchState* s = find(batch);
+  return s && (s->off || (s->drafted_rounds > tuning_.judge_after &&
+                          s->plain_rounds >= tuning_.plain_reference));
+}
+
+double RateGuard::plain_rate(int batch) const {
+  const BatchState* s = find(batch);
+  return s ? s->plain.rate() : 0;
+}
+
+double RateGuard::drafted_rate(int batch) const {
+  const BatchState* s = find(batch);
+  return s ? s->drafted.rate() : 0;
+}
+
+}  // namespace tandem

@@ -1,0 +1,81 @@
+// The last word on whether a batch drafts: what rounds of that batch size
+// actually delivered. The cost model (adaptive_k.h) predicts a drafted round's
+// rate from measured pass costs and acceptance estimates; whatever it misses
+// (sampling and rollback work per verified position, a draft model's catch-up,
+// cache traffic that grows with the batch, a busy machine) shows only in the
+// realised rate. Per batch size, this guard keeps the tokens per millisecond of
+// recent plain rounds and of recent drafted rounds; where drafted rounds fall
+// below plain, that batch size decodes plain, and tries drafting again only
+// rarely (ever more rarely while the tries keep losing).
+#pragma once
+#include <vector>
+
+namespace tandem {
+
+struct RateGuardTuning {
+  // Each round's tokens and milliseconds keep this weight per later round of
+  // the same kind and batch size: a window of about ten rounds, long enough to
+  // average acceptance's ups and downs, short enough to follow the text.
+  double fade = 0.9;
+  // Drafted rounds (after a trial's first) before a verdict: fewer would judge
+  // a few lucky or unlucky rounds.
+  int judge_after = 8;
+  // Plain rounds of a batch size wanted as the reference; a batch size that
+  // drafts from its first round takes this many plain rounds once.
+  int plain_reference = 3;
+  // While drafting, one plain round in this many drafted rounds keeps the
+  // reference current (a plain step slows as contexts grow).
+  int plain_refresh = 64;
+  // A batch size that decodes plain tries drafting again after this many of
+  // its rounds, doubling the wait after each trial that loses, up to
+  // retry_after << max_backoff rounds.
+  int retry_after = 64;
+  int max_backoff = 4;
+};
+
+class RateGuard {
+ public:
+  explicit RateGuard(RateGuardTuning tuning = {}) : tuning_(tuning) {}
+
+  // Whether a round of `batch` requests that the policy would have draft may
+  // draft. Called once per such round: it counts the rounds a batch size has
+  // decoded plain towards its next trial.
+  bool allows(int batch);
+  // A finished decode round of `batch` requests: whether it verified drafted
+  // tokens, the tokens it emitted, and its milliseconds.
+  void record(int batch, bool drafted, int emitted, double ms);
+
+  // Whether `batch` requests decode plain because drafting lost there.
+  bool drafting_off(int batch) const;
+  // Whether drafting at `batch` has had its verdict (off, or judged on enough
+  // drafted rounds against the plain reference).
+  bool judged(int batch) const;
+  // Realised tokens per millisecond at `batch` (0: not measured).
+  double plain_rate(int batch) const;
+  double drafted_rate(int batch) const;
+
+ private:
+  struct Faded {
+    double tokens = 0, ms = 0;
+    void add(double fade, int t, double m) {
+      tokens = fade * tokens + t;
+      ms = fade * ms + m;
+    }
+    double rate() const { return ms > 0 ? tokens / ms : 0; }
+  };
+  struct BatchState {
+    Faded plain, drafted;
+    int plain_rounds = 0;    // plain rounds recorded (all time)
+    int drafted_rounds = 0;  // drafted rounds recorded in this trial
+    int since_plain = 0;     // drafted rounds since the last plain one
+    bool off = false;        // decoding plain: drafting lost here
+    int rounds_off = 0;      // rounds since it turned off
+    int failed_trials = 0;   // trials in a row that lost
+  };
+  BatchState& state(int batch);
+  const BatchState* find(int batch) const;
+  RateGuardTuning tuning_;
+  std::vector<BatchState> by_batch_;  // index: batch size
+};
+
+}  // namespace tandem

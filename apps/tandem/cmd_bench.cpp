@@ -17,8 +17,11 @@
 #include "cache/contiguous_kv_cache.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "core/aligned.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "decode_profile.h"
+#include "kernels/kernel_config.h"
 #include "model/model.h"
 #include "model/transformer.h"
 #include "sampling/gumbel_sampler.h"
@@ -33,11 +36,19 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// `bench membw`'s measurement, which `bench decode` repeats in the same run to
+// state its decode rate against: one figure for the machine's limit, not two.
+constexpr size_t kMembwMiB = 1024;
+constexpr int kMembwReps = 7;
+
 // Best of `reps` passes of every thread summing its share of a buffer far larger
 // than the caches, in GB/s (1e9 bytes).
-double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes = kMembwMiB << 20,
+                              int reps = kMembwReps) {
   const size_t n = bytes / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n);
+  // Huge pages where the kernel gives them (core/aligned.h), as the packed
+  // weights have: the limit the decode step is held to.
+  AlignedVector<uint64_t> buf(n);
   pool.parallel_for(
       static_cast<int64_t>(n),
       [&](int64_t b, int64_t e, int) {
@@ -98,15 +109,17 @@ struct DecodeOptions {
   int gen_tokens = 64;
   int k = 5;
   int verify_reps = 10;
+  bool profile = false;
   std::string kv = "f16";
-  size_t membw_mb = 512;
 };
 
 void run_decode_bench(const DecodeOptions& o) {
   check(o.prompt_tokens >= 1 && o.gen_tokens >= 1 && o.k >= 1 && o.verify_reps >= 1,
         "bench decode: --prompt, --gen, -k and --reps must be at least 1");
   ThreadPool pool(o.threads);
-  auto model = load_model(o.model);
+  kernels::KernelConfig kernel_config = kernels::kernel_config_from_env();
+  kernel_config.profile = o.profile;
+  auto model = Model::load(o.model, kernel_config);
   Transformer tf(*model, pool);
   const int V = tf.vocab_size();
   const int ctx = o.prompt_tokens + o.gen_tokens + o.k + 2;
@@ -155,6 +168,12 @@ void run_decode_bench(const DecodeOptions& o) {
   }
   const double verify_ratio = median(tk) / median(t1);
 
+  kernels::KernelProfile* profile = tf.kernels().profile();
+  if (profile) {
+    profile->clear();
+    pool.reset_timing();
+    pool.set_timing(true);
+  }
   t0 = Clock::now();
   for (int i = 0; i < o.gen_tokens; ++i) {
     b.clear();
@@ -162,6 +181,7 @@ void run_decode_bench(const DecodeOptions& o) {
     tf.forward(b, cache, logits.data());
   }
   const double decode_s = seconds_since(t0);
+  pool.set_timing(false);
 
   // Choosing a token from the last row's logits, per sampling mode and
   // temperature: reproducible mode's Gumbel-max choice (noise keyed by seed,
@@ -194,7 +214,7 @@ void run_decode_bench(const DecodeOptions& o) {
     sampling.push_back({temp, 1000.0 * median(repro), 1000.0 * median(optimal)});
   }
 
-  const double bw = measure_read_bandwidth(pool, o.membw_mb << 20, 5);
+  const double bw = measure_read_bandwidth(pool);
   const double bytes = static_cast<double>(model->weight_bytes_per_token());
   const double prefill_tps = o.prompt_tokens / prefill_s, decode_tps = o.gen_tokens / decode_s;
   const double bound_tps = bw * 1e9 / bytes;
@@ -240,6 +260,9 @@ void run_decode_bench(const DecodeOptions& o) {
                              {"reproducible_share_of_step", c.reproducible_ms / step_ms},
                              {"optimal_ms", c.optimal_ms},
                              {"optimal_share_of_step", c.optimal_ms / step_ms}});
+  if (profile)
+    j["profile"] = report_decode_profile(*profile, pool.timing(), pool.size(), o.gen_tokens,
+                                         1000.0 * decode_s, bw);
   fmt::print("{}\n", j.dump());
 }
 
@@ -252,7 +275,7 @@ void add_bench_command(CLI::App& app) {
   auto* membw = cmd->add_subcommand("membw", "Multi-threaded streaming read bandwidth");
   struct MembwOptions {
     int threads = 0;
-    size_t mb = 1024;
+    size_t mb = kMembwMiB;
   };
   auto bw = std::make_shared<MembwOptions>();
   membw->add_option("-t,--threads", bw->threads, "Threads (default: physical cores)");
@@ -260,7 +283,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(16, 16384));
   membw->callback([bw] {
     ThreadPool pool(bw->threads);
-    const double gbs = measure_read_bandwidth(pool, bw->mb << 20, 7);
+    const double gbs = measure_read_bandwidth(pool, bw->mb << 20);
     fmt::print("read bandwidth: {:.2f} GB/s ({} threads, {} MiB buffer)\n", gbs, pool.size(),
                bw->mb);
     fmt::print("{}\n", nlohmann::json{{"bandwidth_gb_s", gbs}, {"threads", pool.size()}}.dump());
@@ -275,6 +298,9 @@ void add_bench_command(CLI::App& app) {
   decode->add_option("--gen", o.gen_tokens, "Tokens to decode (default 64)");
   decode->add_option("-k", o.k, "Draft length: verification runs K+1 positions (default 5)");
   decode->add_option("--reps", o.verify_reps, "Repetitions of the verify timing (default 10)");
+  decode->add_flag("--profile", o.profile,
+                   "Time every kernel of the decode steps: per kernel kind (matmuls with their "
+                   "bandwidth), per layer, outside the kernels, thread pool idle time");
   decode->add_option("--kv", o.kv, "KV cache type: f16 or f32 (default f16)")
       ->check(CLI::IsMember({"f16", "f32"}));
   decode->callback([opts] { run_decode_bench(*opts); });

@@ -115,14 +115,40 @@ void ThreadPool::run_self_scheduled(const std::function<void(int)>& fn) {
   dispatch(fn);
 }
 
+ThreadPool::Timing ThreadPool::timing() const {
+  return {regions_, region_ns_ / 1e6, busy_ns_.load() / 1e6};
+}
+
+void ThreadPool::reset_timing() {
+  regions_ = region_ns_ = 0;
+  busy_ns_.store(0);
+}
+
+namespace {
+int64_t ns_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+}  // namespace
+
 void ThreadPool::dispatch(const std::function<void(int)>& fn) {
-  JobError errors;
-  auto guarded = [&](int t) {
+  // The job captures one reference, so that std::function holds it without
+  // allocating.
+  struct Region {
+    const std::function<void(int)>& fn;
+    JobError errors;
+    std::atomic<int64_t>* busy_ns;  // null: not timed
+  } region{fn, {}, timing_ ? &busy_ns_ : nullptr};
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = region.busy_ns ? Clock::now() : Clock::time_point{};
+  auto guarded = [&region](int t) {
+    const Clock::time_point t0 = region.busy_ns ? Clock::now() : Clock::time_point{};
     try {
-      fn(t);
+      region.fn(t);
     } catch (...) {
-      errors.capture();
+      region.errors.capture();
     }
+    if (region.busy_ns) region.busy_ns->fetch_add(ns_since(t0), std::memory_order_relaxed);
   };
   const std::function<void(int)> job = guarded;
   job_ = &job;
@@ -142,7 +168,11 @@ void ThreadPool::dispatch(const std::function<void(int)>& fn) {
   open_generation_.store(0);
   for (int i = 0; active_.load() != 0; ++i) relax(i);
   job_ = nullptr;
-  if (errors.error) std::rethrow_exception(errors.error);
+  if (region.busy_ns) {
+    ++regions_;
+    region_ns_ += ns_since(start);
+  }
+  if (region.errors.error) std::rethrow_exception(region.errors.error);
 }
 
 void ThreadPool::worker(int index) {

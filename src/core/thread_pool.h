@@ -37,6 +37,19 @@ class ThreadPool {
 
   static int physical_cores();
 
+  // Where the pool's time goes, when timing is on (`bench decode --profile`):
+  // regions run, their wall time on the calling thread, and the time threads
+  // spent inside their jobs; idle = size() * region_ms - busy_ms (threads that
+  // waited at a region's end, or joined late or not at all).
+  struct Timing {
+    int64_t regions = 0;
+    double region_ms = 0, busy_ms = 0;
+  };
+  // Not thread-safe against running regions: set it between them.
+  void set_timing(bool on) { timing_ = on; }
+  Timing timing() const;
+  void reset_timing();
+
  private:
   void worker(int index);
   void dispatch(const std::function<void(int)>& fn);
@@ -51,6 +64,9 @@ class ThreadPool {
   alignas(64) std::atomic<int> active_{0};
   alignas(64) std::atomic<int> sleepers_{0};  // workers blocked on wake_
   std::atomic<bool> stop_{false};
+  bool timing_ = false;
+  int64_t regions_ = 0, region_ns_ = 0;
+  std::atomic<int64_t> busy_ns_{0};
   std::mutex sleep_mu_;
   std::condition_variable wake_;
 };

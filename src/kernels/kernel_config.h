@@ -27,6 +27,8 @@ struct KernelConfig {
   // compute nearly covers its streaming time, and a shorter lead leaves the
   // matmul slower (docs/decisions.md, "Software prefetch").
   int64_t prefetch_packed_bytes = 8192;
+  // Time every kernel call (kernels/profiling_kernels.h): `bench decode --profile`.
+  bool profile = false;
 };
 
 // The defaults above overridden by environment variables, for front ends that

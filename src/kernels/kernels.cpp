@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/profiling_kernels.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace tandem::kernels {
@@ -17,8 +18,13 @@ std::unique_ptr<Kernels> Kernels::create(const KernelConfig& config, ThreadPool&
             limits.max_group >= 1 && limits.max_group <= 64,
         "kernels: invalid limits ({} rows, rows of {}, heads of {}, {} query heads per KV head)",
         limits.max_rows, limits.max_k, limits.head_dim, limits.max_group);
-  if (config.reference) return std::make_unique<ref::RefKernels>(pool, limits);
-  return std::make_unique<cpu::CpuKernels>(config, pool, limits);
+  std::unique_ptr<Kernels> kernels;
+  if (config.reference)
+    kernels = std::make_unique<ref::RefKernels>(pool, limits);
+  else
+    kernels = std::make_unique<cpu::CpuKernels>(config, pool, limits);
+  if (config.profile) return std::make_unique<ProfilingKernels>(std::move(kernels), pool, limits);
+  return kernels;
 }
 
 void Kernels::matmul(const TensorView& W, const float* x, int M, float* y) {

@@ -41,6 +41,8 @@ struct AttentionShape {
 };
 
 // The largest call a Kernels object serves; its scratch is sized for these.
+struct KernelProfile;  // kernels/profiling_kernels.h
+
 struct KernelLimits {
   int max_rows = 1;   // activation rows of a matmul
   int64_t max_k = 0;  // length of a matmul's input rows
@@ -61,6 +63,8 @@ class Kernels {
 
   // The instruction set the SIMD kernels run (e.g. "AVX3_DL"), or "reference".
   virtual const char* name() const = 0;
+  // What the calls took, where KernelConfig::profile asked for it; null otherwise.
+  virtual KernelProfile* profile() { return nullptr; }
   ThreadPool& pool() const { return pool_; }
 
   // y[m, n] = sum_k W[n, k] * x[m, k] for m < M, n < N, where W has shape {K, N}

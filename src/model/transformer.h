@@ -85,6 +85,7 @@ class Transformer {
   int max_tokens() const { return state_.max_tokens; }
   KVCacheShape cache_shape() const;
   const kernels::Kernels& kernels() const { return *kernels_; }
+  kernels::Kernels& kernels() { return *kernels_; }
 
   // Compute logits only for token ids in these [begin, end) ranges; the others
   // get -infinity (their probability is zero). A draft model restricted to the

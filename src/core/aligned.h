@@ -9,15 +9,23 @@
 
 namespace tandem {
 
+// Large buffers (packed weights, KV caches) on transparent huge pages: where
+// the kernel gives them only on request (THP "madvise", Debian's default), a
+// buffer streamed at memory speed otherwise crosses a 4 KiB page every 64 cache
+// lines, each crossing a TLB miss and a stop for the hardware prefetchers.
+// Returns the bytes the allocation takes (a multiple of the huge page size for
+// large buffers), so that deallocation uses the same alignment.
+void* allocate_aligned(size_t bytes);
+void free_aligned(void* p, size_t bytes);
+
 template <typename T>
 struct CacheLineAllocator {
   using value_type = T;
-  static constexpr std::align_val_t kAlign{64};
   CacheLineAllocator() = default;
   template <typename U>
   CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  T* allocate(size_t n) { return static_cast<T*>(allocate_aligned(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { free_aligned(p, n * sizeof(T)); }
   template <typename U>
   bool operator==(const CacheLineAllocator<U>&) const {
     return true;

@@ -1,0 +1,100 @@
+// The CUDA kernels, launched on device memory: the operations of
+// kernels/kernels.h over a batch of rows, plus the sampler's argmax, softmax
+// and top-k. All pointers are device pointers; every call is asynchronous on
+// `stream` and checks only that its launch started (synchronize() reports a
+// kernel's errors).
+//
+// Batch invariance is part of the contract, as for the CPU kernels: row m of
+// every result is bit-identical whatever the number of rows M (docs/cuda.md
+// says how each kernel keeps it).
+//
+// Declared in every build, defined only where the kernels are built
+// (TANDEM_HAVE_CUDA). None of this has run on a GPU yet (docs/cuda.md).
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "cuda/device.h"
+#include "cuda/weight_layout.h"
+#include "kernels/rope_style.h"
+
+namespace tandem::cuda {
+
+constexpr int kMaxGemmRows = 64;  // rows of one gemm call (decode, verify, a prefill chunk)
+constexpr int kMaxTopK = 64;
+
+// A weight matrix in the device layout (weight_layout.h) at `data`.
+struct DeviceMatrix {
+  WeightLayout layout;
+  const uint8_t* data = nullptr;
+};
+// W repacked on the host and copied to `buffer` (sized layout.total_bytes).
+DeviceMatrix upload_matrix(const WeightLayout& layout, const uint8_t* ggml, DeviceBuffer& buffer);
+
+// y[m, n] = sum_k W[n, k] * x[m, k] for m < M <= kMaxGemmRows: x is M rows of
+// W.layout.k floats, row m of y at y + m * ldy (ldy >= W.layout.n). M == 1 is
+// the decode GEMV; larger M (verify, prefill chunks) read each weight once per
+// tile of up to 8 rows.
+void gemm(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream);
+
+// out = x / rms(x) * w for each of `rows` rows of n floats.
+void rmsnorm(const float* x, const float* w, int rows, int n, float eps, float* out, Stream stream);
+// The residual step and the next norm in one launch: x += delta, then
+// out = rmsnorm(x) * w, row by row.
+void add_rmsnorm(float* x, const float* delta, const float* w, int rows, int n, float eps,
+                 float* out, Stream stream);
+// out = silu(gate) * up, elementwise over n values.
+void swiglu(const float* gate, const float* up, int64_t n, float* out, Stream stream);
+// x += b, elementwise over n values.
+void add_inplace(float* x, const float* b, int64_t n, Stream stream);
+// Rotates n_heads heads of head_dim values of each of `rows` rows (row r at
+// x + r * row_stride) by row r's angles: cos and sin are rows x head_dim / 2
+// (kernels::rope_angles of each row's position).
+void rope(float* x, int rows, int64_t row_stride, int n_heads, int head_dim, const float* cos,
+          const float* sin, kernels::RopeStyle style, Stream stream);
+
+// Per row of n floats: the first index of the largest value, -1 if any is NaN.
+void argmax_rows(const float* x, int rows, int n, int* out, Stream stream);
+// Per row: softmax(x) into out.
+void softmax_rows(const float* x, int rows, int n, float* out, Stream stream);
+// Per row: the k <= min(n, kMaxTopK) largest values and their indices, largest
+// first, ties by the lower index; NaN is never chosen.
+void topk_rows(const float* x, int rows, int n, int k, int* indices, float* values, Stream stream);
+
+// One layer's paged KV cache on the device: blocks of block_size positions,
+// each position a row of n_kv_heads * head_dim values of `type` (F32 or F16),
+// block b at b * block_size rows from the pool's start, as the CPU cache's
+// KVSeqView.
+struct PagedKV {
+  const void* k_pool = nullptr;
+  const void* v_pool = nullptr;
+  DType type = DType::F16;
+  int block_size = 0;
+};
+
+// Causal attention for `rows` query rows (n_heads * head_dim floats each): row r
+// belongs to sequence seq[r], sits at position pos[r] and attends to positions
+// [0, pos[r]], whose block b is block_tables[seq[r] * table_stride + b] of the
+// pools. max_keys >= every pos[r] + 1 (host value, sizes the grid); scratch
+// holds attention_scratch_floats(rows, n_heads, head_dim, max_keys) floats.
+struct AttentionArgs {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int rows = 0;
+  const int* seq = nullptr;
+  const int* pos = nullptr;
+  const int* block_tables = nullptr;
+  int table_stride = 0;
+  int max_keys = 0;
+  float* scratch = nullptr;
+};
+struct AttentionDims {
+  int n_heads = 0;
+  int n_kv_heads = 0;  // divides n_heads
+  int head_dim = 0;    // at most kMaxHeadDim
+  float scale = 0.0f;
+};
+void paged_attention(const AttentionArgs& args, const PagedKV& kv, const AttentionDims& dims,
+                     Stream stream);
+
+}  // namespace tandem::cuda

@@ -36,6 +36,9 @@ DeviceMatrix upload_matrix(const WeightLayout& layout, const uint8_t* ggml, Devi
 // the decode GEMV; larger M (verify, prefill chunks) read each weight once per
 // tile of up to 8 rows.
 void gemm(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream);
+// Rows ids[i] of W as floats, row i at out + i * W.layout.k (the embedding
+// lookup): the device decoder's output, the reference dequantization's bits.
+void get_rows(const DeviceMatrix& W, const int* ids, int rows, float* out, Stream stream);
 
 // out = x / rms(x) * w for each of `rows` rows of n floats.
 void rmsnorm(const float* x, const float* w, int rows, int n, float eps, float* out, Stream stream);
@@ -66,8 +69,8 @@ void topk_rows(const float* x, int rows, int n, int k, int* indices, float* valu
 // block b at b * block_size rows from the pool's start, as the CPU cache's
 // KVSeqView.
 struct PagedKV {
-  const void* k_pool = nullptr;
-  const void* v_pool = nullptr;
+  void* k_pool = nullptr;  // written by kv_store, read by paged_attention
+  void* v_pool = nullptr;
   DType type = DType::F16;
   int block_size = 0;
 };
@@ -96,5 +99,12 @@ struct AttentionDims {
 };
 void paged_attention(const AttentionArgs& args, const PagedKV& kv, const AttentionDims& dims,
                      Stream stream);
+// Stores `rows` new positions into the cache: row r of k and v (row_elems =
+// n_kv_heads * head_dim floats each) goes to position pos[r] of sequence seq[r],
+// through its block table, converted to kv.type (F16 rounds to nearest even,
+// as the CPU cache's f32_to_f16).
+void kv_store(const float* k, const float* v, int rows, int row_elems, const int* seq,
+              const int* pos, const int* block_tables, int table_stride, const PagedKV& kv,
+              Stream stream);
 
 }  // namespace tandem::cuda

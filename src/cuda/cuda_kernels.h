@@ -80,6 +80,11 @@ struct PagedKV {
 // [0, pos[r]], whose block b is block_tables[seq[r] * table_stride + b] of the
 // pools. max_keys >= every pos[r] + 1 (host value, sizes the grid); scratch
 // holds attention_scratch_floats(rows, n_heads, head_dim, max_keys) floats.
+//
+// With a remap (a drafted tree's nodes, stored side by side), the positions are
+// logical, as KVSeqView's: row r reads logical position p >= remap_from[r] from
+// physical position remap[r * remap_stride + p - remap_from[r]], and the
+// positions below remap_from[r] from their own rows.
 struct AttentionArgs {
   const float* q = nullptr;
   float* out = nullptr;
@@ -90,6 +95,9 @@ struct AttentionArgs {
   int table_stride = 0;
   int max_keys = 0;
   float* scratch = nullptr;
+  const int* remap = nullptr;  // null: no remap
+  const int* remap_from = nullptr;
+  int remap_stride = 0;
 };
 struct AttentionDims {
   int n_heads = 0;

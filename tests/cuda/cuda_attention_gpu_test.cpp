@@ -1,7 +1,8 @@
 // The CUDA paged attention against the reference attention: F32 and F16
 // caches, grouped-query heads, blocks scattered through the pool by a block
-// table, contexts of one chunk and of several (the split-K path); and each
-// row's result bit-identical alone and in a batch.
+// table, contexts of one chunk and of several (the split-K path); each row's
+// result bit-identical alone and in a batch; a drafted tree's rows read through
+// their position remaps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -132,6 +133,66 @@ TEST_P(CudaAttention, MatchesTheReferenceAndIsBatchInvariant) {
     paged_attention(alone, kv, dims, nullptr);
     const std::vector<float> y = test::from_device<float>(one, q_elems);
     EXPECT_EQ(std::memcmp(y.data(), &got[r * q_elems], q_elems * sizeof(float)), 0) << "row " << r;
+  }
+}
+
+// A drafted tree stored side by side after a 690-position prefix (physical
+// positions 690..699): each node row reads its ancestors through its remap, as
+// the reference does through KVSeqView's.
+TEST_P(CudaAttention, TreeRowsReadTheirAncestorsThroughTheRemap) {
+  const DType t = GetParam().kv_type;
+  const int hd = GetParam().head_dim;
+  const int lengths[2] = {40, 700};
+  const PagedCache c = make_cache(t, hd, lengths);
+  const int from = 690, stride = 5;
+  // Node rows: logical position, then the physical rows of logical from, from + 1, ...
+  const std::vector<std::vector<int>> nodes = {
+      {690, 693, 696}, {691, 697}, {690, 692, 695, 698, 699}};
+  const int rows = static_cast<int>(nodes.size());
+  std::vector<int> seq(rows, 1), pos(rows), remap(rows * stride, -1), remap_from(rows, from);
+  for (int r = 0; r < rows; ++r) {
+    pos[r] = from + static_cast<int>(nodes[r].size()) - 1;
+    std::copy(nodes[r].begin(), nodes[r].end(), remap.begin() + r * stride);
+  }
+  const int q_elems = kHeads * hd;
+  const std::vector<float> q = test::random_floats(int64_t{rows} * q_elems, 8);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  DeviceBuffer dk = test::to_device(c.k_pool), dv = test::to_device(c.v_pool);
+  DeviceBuffer dq = test::to_device(q), dseq = test::to_device(seq), dpos = test::to_device(pos);
+  DeviceBuffer dtab = test::to_device(c.tables), dout(sizeof(float) * rows * q_elems);
+  DeviceBuffer dremap = test::to_device(remap), dfrom = test::to_device(remap_from);
+  const int max_keys = from + stride;
+  DeviceBuffer scratch(sizeof(float) * attention_scratch_floats(rows, kHeads, hd, max_keys));
+  AttentionArgs a{dq.as<float>(),   dout.as<float>(), rows,
+                  dseq.as<int>(),   dpos.as<int>(),   dtab.as<int>(),
+                  c.table_stride,   max_keys,         scratch.as<float>(),
+                  dremap.as<int>(), dfrom.as<int>(),  stride};
+  paged_attention(a, PagedKV{dk.data(), dv.data(), t, kBlock}, {kHeads, kKvHeads, hd, scale},
+                  nullptr);
+  const std::vector<float> got = test::from_device<float>(dout, rows * q_elems);
+
+  std::vector<const void*> kb, vb;
+  for (int b = 0; b < c.table_stride; ++b) {
+    const size_t off = static_cast<size_t>(c.tables[c.table_stride + b]) * kBlock * c.row_bytes;
+    kb.push_back(c.k_pool.data() + off);
+    vb.push_back(c.v_pool.data() + off);
+  }
+  ThreadPool pool(1);
+  for (int r = 0; r < rows; ++r) {
+    KVSeqView view;
+    view.k_blocks = kb.data();
+    view.v_blocks = vb.data();
+    view.block_size = kBlock;
+    view.type = t;
+    view.remap = &remap[r * stride];
+    view.remap_from = from;
+    std::vector<float> want(q_elems);
+    kernels::ref::attention(&q[r * q_elems], 1, &pos[r], view, {kHeads, kKvHeads, hd, scale},
+                            want.data(), pool);
+    // As above: 1e-4 of V's scale.
+    for (int i = 0; i < q_elems; ++i)
+      ASSERT_NEAR(got[r * q_elems + i], want[i], 1e-4 * c.vmax) << "row " << r << " value " << i;
   }
 }
 

@@ -7,7 +7,8 @@
 // head_dim values the sum of p * v over the chunk's keys in key order. Pass 2,
 // one block per (head, row): the chunks' partials combined in chunk order,
 // rescaled to the overall max. A row's chunks depend on its own position only,
-// so its output is the same bits in any batch.
+// so its output is the same bits in any batch. Positions are logical: a tree's
+// rows read their ancestors through the remap (cuda_kernels.h).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -27,10 +28,14 @@ constexpr int kWarps = kThreads / 32;
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
 
-// Head kvh of the cached row of position p of sequence `table`'s blocks.
+// Head kvh of the cached row of logical position p of row r's sequence: its
+// physical position (through the remap, if any), then its block.
 template <typename KV>
-__device__ __forceinline__ const KV* kv_row(const KV* pool, const int* table, int block_size, int p,
-                                            int row_elems, int kvh, int head_dim) {
+__device__ __forceinline__ const KV* kv_row(const KV* pool, const AttentionArgs& a, int r,
+                                            const int* table, int block_size, int p, int row_elems,
+                                            int kvh, int head_dim) {
+  if (a.remap && p >= a.remap_from[r])
+    p = a.remap[int64_t{r} * a.remap_stride + p - a.remap_from[r]];
   const int64_t row = int64_t{table[p / block_size]} * block_size + p % block_size;
   return pool + row * row_elems + int64_t{kvh} * head_dim;
 }
@@ -55,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int t = warp; t < count; t += kWarps) {
-    const KV* kr = kv_row(k_pool, table, block_size, first + t, row_elems, kvh, hd);
+    const KV* kr = kv_row(k_pool, a, r, table, block_size, first + t, row_elems, kvh, hd);
     float dot = 0.0f;
     for (int i = lane; i < hd; i += 32) dot = fmaf(q[i], to_float(kr[i]), dot);
     dot = warp_sum(dot);
@@ -77,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = threadIdx.x; i < hd; i += kThreads) {
     float acc = 0.0f;
     for (int t = 0; t < count; ++t) {
-      const KV* vr = kv_row(v_pool, table, block_size, first + t, row_elems, kvh, hd);
+      const KV* vr = kv_row(v_pool, a, r, table, block_size, first + t, row_elems, kvh, hd);
       acc = fmaf(p[t], to_float(vr[i]), acc);
     }
     part[2 + i] = acc;

@@ -12,7 +12,7 @@ WERROR ?=
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 0
 
-.PHONY: all setup build models demo test bench sanitize tsan fuzz soak clean
+.PHONY: all setup build models demo test bench sanitize tsan fuzz soak gpu-bundle clean
 
 all: build
 
@@ -62,6 +62,13 @@ SOAK_MINUTES ?= 30
 soak: build models
 	@TANDEM_BIN=$(BUILD)/tandem TANDEM_CACHE=$(CACHE) $(PY) tests/python/soak.py \
 	  --minutes $(SOAK_MINUTES) --json $(BUILD)/soak.json
+
+# The folder to copy to the GPU machine: tandem, the CUDA tests, their libraries
+# and scripts/gpu_check.sh (docs/cuda.md). Needs nvcc here (the CUDA kernels
+# build wherever it is found).
+GPU_BUNDLE ?= $(BUILD)/gpu-bundle
+gpu-bundle: build
+	@scripts/gpu_bundle.sh $(BUILD) $(GPU_BUNDLE)
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

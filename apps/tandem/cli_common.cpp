@@ -131,6 +131,10 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
                   "Draft trees: verify up to N more positions beside each draft's main chain "
                   "(a draft model's runner-up tokens where it is unsure, other n-gram "
                   "matches' continuations); 0 = chains (default)");
+  cmd->add_flag("--no-rate-guard", s.no_rate_guard,
+                "Let the cost model alone decide where to draft, without the check of the "
+                "tokens/s drafted rounds deliver against plain ones (for tests and "
+                "measurements that must see drafting where it does not pay)");
 }
 
 SpecOptions spec_options(const SpecCliOptions& s) {
@@ -138,6 +142,7 @@ SpecOptions spec_options(const SpecCliOptions& s) {
   check(s.tree >= 0 && s.tree <= kMaxDraft, "--tree: must be in [0, {}], got {}", kMaxDraft,
         s.tree);
   o.tree_extra = s.tree;
+  o.rate_guard = !s.no_rate_guard;
   if (s.k == "auto") {
     o.adaptive = true;
     o.k = 12;

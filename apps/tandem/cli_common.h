@@ -68,6 +68,7 @@ struct SpecCliOptions {
   // or "suffix" (that and recent requests' text, speculative/suffix_drafter.h).
   std::string lookup_source = "ngram";
   size_t suffix_budget = kDefaultSuffixBudget;  // tokens the suffix index holds
+  bool no_rate_guard = false;                   // drafting decided by the cost model alone
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
 // Draft length options from -k; throws tandem::Error for K < 1 or a bad value.

@@ -70,7 +70,7 @@ double DraftPolicy::catch_up_ms(const DraftContext& ctx) const {
 void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
   const std::vector<RoundRequest>& round = p.requests;
   draft_lengths(round, p.k);
-  if (judges() && p.drafts() && !guard_.allows(static_cast<int>(round.size())))
+  if (guarded() && p.drafts() && !guard_.allows(static_cast<int>(round.size())))
     std::fill(p.k.begin(), p.k.end(), 0);
   p.positions.resize(round.size());
   for (size_t i = 0; i < round.size(); ++i)
@@ -281,7 +281,7 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   if (r.step_ms >= 0) costs_.record_draft_step(r.drafting, r.step_ms);
   recent_tokens_ = tuning_.recent_fade * recent_tokens_ + r.emitted;
   recent_ms_ = tuning_.recent_fade * recent_ms_ + r.total_ms;
-  if (judges()) guard_.record(r.requests, r.drafted > 0, r.emitted, r.total_ms);
+  if (guarded()) guard_.record(r.requests, r.drafted > 0, r.emitted, r.total_ms);
 }
 
 }  // namespace tandem

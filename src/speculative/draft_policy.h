@@ -42,6 +42,9 @@ struct SpecOptions {
   // its main chain (other candidates at uncertain positions, other lookups);
   // 0: chains only.
   int tree_extra = 0;
+  // Judge each batch size's drafted rounds by the tokens/s they deliver against
+  // plain rounds (speculative/rate_guard.h); off, the cost model alone decides.
+  bool rate_guard = true;
 };
 
 // The policy's constants. docs/decisions.md gives the measurements behind them.
@@ -170,8 +173,8 @@ class DraftPolicy {
   // The acceptance a request with little evidence of its own is read at least at.
   double new_request_alpha() const;
   int cap(const RoundRequest& r) const;
-  // Whether the policy may decline to draft (-k auto, or a fixed K with opt-out).
-  bool judges() const { return drafter_ && (opt_.adaptive || opt_.opt_out); }
+  // Whether the rate guard has a say (-k auto, or a fixed K with opt-out).
+  bool guarded() const { return drafter_ && opt_.rate_guard && (opt_.adaptive || opt_.opt_out); }
   // The lengths a plan chooses among: K, or with -k auto 1..K.
   std::vector<int> k_choices_;
   bool stops_early() const;

@@ -47,7 +47,7 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
   if (s.drafted_rounds++ == 0) return;
   s.drafted.add(tuning_.fade, emitted, ms);
   if (s.drafted_rounds <= tuning_.judge_after || s.plain_rounds < tuning_.plain_reference) return;
-  if (s.drafted.rate() < s.plain.rate()) {
+  if (s.drafted.rate() < tuning_.keep_above * s.plain.rate()) {
     s.off = true;
     s.rounds_off = 0;
     ++s.failed_trials;

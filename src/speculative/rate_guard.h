@@ -20,6 +20,10 @@ struct RateGuardTuning {
   // Drafted rounds (after a trial's first) before a verdict: fewer would judge
   // a few lucky or unlucky rounds.
   int judge_after = 8;
+  // Drafted rounds lose when they deliver less than this share of the plain
+  // rate: a hair's difference is noise (and 0.98x is the promise), not a reason
+  // to stop.
+  double keep_above = 0.98;
   // Plain rounds of a batch size wanted as the reference; a batch size that
   // drafts from its first round takes this many plain rounds once.
   int plain_reference = 3;

@@ -106,9 +106,13 @@ def smollm2():
         expect_error(srv, "an unknown sampling mode is a 400", "/v1/completions",
                      {"prompt": "x", "sampling_mode": "exact"}, 400, param="sampling_mode",
                      code="invalid_value")
+    # --no-rate-guard: drafting here (sampled text, a 135M model) does not pay,
+    # and the rate guard would turn it off after a few rounds; the matrix is
+    # about identical text with speculation running, so it must keep running.
     setups = [
-        ("n-gram k=4, one thread", ["--draft", "ngram", "-k", 4], 1),
-        ("n-gram auto, trees", ["--draft", "ngram", "-k", "auto", "--tree", 4], 2),
+        ("n-gram k=4, one thread", ["--draft", "ngram", "-k", 4, "--no-rate-guard"], 1),
+        ("n-gram auto, trees",
+         ["--draft", "ngram", "-k", "auto", "--tree", 4, "--no-rate-guard"], 2),
     ]
     for label, args, threads in setups:
         with serving(ServerProcess("--max-batch", 4, *args, threads=threads), label) as srv:
@@ -130,8 +134,9 @@ def qwen_pair():
     with serving(ServerProcess("--max-batch", 2, model=QWEN, startup_timeout=180),
                  "qwen plain") as srv:
         want = matrix(srv.client, name, temps, n, structured=False)
-    setups = [("auto K, trees, one thread", ["-k", "auto", "--tree", 4], 1),
-              ("K=4, lookups first, two threads", ["-k", 4, "--draft-lookup"], 2)]
+    setups = [("auto K, trees, one thread", ["-k", "auto", "--tree", 4, "--no-rate-guard"], 1),
+              ("K=4, lookups first, two threads", ["-k", 4, "--draft-lookup", "--no-rate-guard"],
+               2)]
     for label, args, threads in setups:
         label = "Qwen2.5-Coder 1.5B with the 0.5B draft, " + label
         with serving(ServerProcess("--max-batch", 2, "-d", QWEN_DRAFT, *args, model=QWEN,

@@ -342,7 +342,7 @@ TEST(DraftPolicy, RealisedRateBelowPlainTurnsDraftingOff) {
   // Half of each draft accepted: by the visible costs drafting pays.
   const Script half = [](int, size_t, int n) { return n / 2; };
   Simulation sim(4, costs);
-  sim.hide_drafting_cost(60);
+  sim.hide_drafting_cost(120);
   for (int r = 0; r < 40; ++r) sim.round(half);
   EXPECT_TRUE(sim.policy().rate_guard().drafting_off(4));
   int drafted = 0;

@@ -94,3 +94,17 @@ TEST(RateGuard, ATrialThatWinsTurnsDraftingBackOn) {
   EXPECT_FALSE(g.drafting_off(1));
   EXPECT_GE(allowed, 49);
 }
+
+// Drafted rounds a hair below plain (within keep_above) are noise, not a loss:
+// drafting stays on.
+TEST(RateGuard, AHairBelowPlainIsNotALoss) {
+  const RateGuardTuning t;
+  RateGuard g(t);
+  plain_rounds(g, 2, 3);  // 0.2 tokens per ms
+  for (int i = 0; i < 5 * t.judge_after; ++i) {
+    ASSERT_TRUE(g.allows(2));
+    g.record(2, true, 2 * 199, 2 * 1000);  // 0.199 tokens per ms: 0.995x plain
+  }
+  EXPECT_FALSE(g.drafting_off(2));
+  EXPECT_TRUE(g.judged(2));
+}

@@ -125,9 +125,9 @@ void ThreadPool::reset_timing() {
 }
 
 namespace {
-int64_t ns_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-      .count();
+using Clock = std::chrono::steady_clock;
+int64_t ns_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
 }
 }  // namespace
 
@@ -139,7 +139,6 @@ void ThreadPool::dispatch(const std::function<void(int)>& fn) {
     JobError errors;
     std::atomic<int64_t>* busy_ns;  // null: not timed
   } region{fn, {}, timing_ ? &busy_ns_ : nullptr};
-  using Clock = std::chrono::steady_clock;
   const Clock::time_point start = region.busy_ns ? Clock::now() : Clock::time_point{};
   auto guarded = [&region](int t) {
     const Clock::time_point t0 = region.busy_ns ? Clock::now() : Clock::time_point{};

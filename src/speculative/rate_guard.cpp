@@ -46,7 +46,7 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
   ++s.since_plain;
   if (s.drafted_rounds++ == 0) return;
   s.drafted.add(tuning_.fade, emitted, ms);
-  if (s.drafted_rounds <= tuning_.judge_after || s.plain_rounds < tuning_.plain_reference) return;
+  if (!has_evidence(s)) return;
   if (s.drafted.rate() < tuning_.keep_above * s.plain.rate()) {
     s.off = true;
     s.rounds_off = 0;
@@ -63,8 +63,7 @@ bool RateGuard::drafting_off(int batch) const {
 
 bool RateGuard::judged(int batch) const {
   const BatchState* s = find(batch);
-  return s && (s->off || (s->drafted_rounds > tuning_.judge_after &&
-                          s->plain_rounds >= tuning_.plain_reference));
+  return s && (s->off || has_evidence(*s));
 }
 
 double RateGuard::plain_rate(int batch) const {

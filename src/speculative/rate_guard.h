@@ -76,6 +76,11 @@ class RateGuard {
     int rounds_off = 0;      // rounds since it turned off
     int failed_trials = 0;   // trials in a row that lost
   };
+  // Enough rounds of both kinds for a verdict: judge_after drafted rounds
+  // beyond the trial's first, and the plain reference.
+  bool has_evidence(const BatchState& s) const {
+    return s.drafted_rounds > tuning_.judge_after && s.plain_rounds >= tuning_.plain_reference;
+  }
   BatchState& state(int batch);
   const BatchState* find(int batch) const;
   RateGuardTuning tuning_;

@@ -3,35 +3,28 @@
 // thread pool's timing of its parallel regions.
 #include <gtest/gtest.h>
 
-#include <random>
+#include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/kernels.h"
 #include "kernels/profiling_kernels.h"
-#include "quant/quants.h"
+#include "support/random_weights.h"
 
 using namespace tandem;
 
 namespace {
 
+// A Q8_0 matrix of the support library's, named as a model's tensor.
 struct Weights {
+  test::RandomMatrix m;
   TensorView view;
-  std::vector<uint8_t> bytes;
 };
 
 Weights q8_matrix(const std::string& name, int64_t K, int64_t N, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> row(static_cast<size_t>(K));
-  Weights w;
-  const size_t row_bytes = dtype_row_bytes(DType::Q8_0, K);
-  w.bytes.resize(row_bytes * N);
-  for (int64_t n = 0; n < N; ++n) {
-    for (auto& v : row) v = dist(rng);
-    quantize_row(DType::Q8_0, row.data(), w.bytes.data() + n * row_bytes, K);
-  }
-  w.view = {name, DType::Q8_0, {K, N}, w.bytes.data(), w.bytes.size()};
+  Weights w{test::random_matrix(DType::Q8_0, K, N, seed), {}};
+  w.view = w.m.view();
+  w.view.name = name;
   return w;
 }
 
@@ -51,10 +44,7 @@ TEST(ProfilingKernels, SameResultsAndEveryCallCounted) {
   const Weights q = q8_matrix("blk.0.attn_q.weight", 256, 64, 1);
   const Weights k = q8_matrix("blk.0.attn_k.weight", 256, 32, 2);
   const Weights down = q8_matrix("blk.1.ffn_down.weight", 256, 96, 3);
-  std::vector<float> x(3 * 256), norm_w(256, 1.5f);
-  std::mt19937 rng(7);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (auto& v : x) v = dist(rng);
+  const std::vector<float> x = test::random_floats(3 * 256, 7), norm_w(256, 1.5f);
 
   auto run = [&](kernels::Kernels& kn) {
     std::vector<float> yq(3 * 64), yk(3 * 32), yd(3 * 96), normed(256);
@@ -79,8 +69,8 @@ TEST(ProfilingKernels, SameResultsAndEveryCallCounted) {
   ASSERT_EQ(p.by_kind.count("rmsnorm"), 1u);
   EXPECT_EQ(p.by_kind.at("matmul attn_q+attn_k").calls, 1);
   EXPECT_EQ(p.by_kind.at("matmul attn_q+attn_k").weight_bytes,
-            static_cast<double>(q.bytes.size() + k.bytes.size()));
-  EXPECT_EQ(p.by_kind.at("matmul ffn_down").weight_bytes, static_cast<double>(down.bytes.size()));
+            static_cast<double>(q.m.bytes.size() + k.m.bytes.size()));
+  EXPECT_EQ(p.by_kind.at("matmul ffn_down").weight_bytes, static_cast<double>(down.m.bytes.size()));
   EXPECT_EQ(p.by_kind.at("rmsnorm").weight_bytes, 0);
   // Layer 0's Q/K, then layer 1's down projection and the norm after it.
   ASSERT_EQ(p.layer_ms.size(), 2u);

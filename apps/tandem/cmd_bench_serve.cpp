@@ -2,8 +2,9 @@
 // process (no HTTP: the numbers are the engine's, not the network stack's).
 //  1. Closed-loop load at 1, 4 and 16 concurrent requests (each finished
 //     request is replaced at once), plain decoding and speculative decoding in
-//     the same run: generated tokens/s, time to first token and inter-token
-//     latency (p50, p99), acceptance, and whether greedy outputs matched.
+//     the same run, taking turns step by step: generated tokens/s, time to
+//     first token and inter-token latency (p50, p99), acceptance, and whether
+//     greedy outputs matched.
 //  2. The prefix cache: requests sharing a long system prompt, run one after
 //     another with and without prefix caching; the prefill time it saves.
 // A table, then one JSON line.
@@ -39,7 +40,8 @@ struct Opts {
   std::string prompts = "prompts/chat.jsonl";
   std::string levels = "1,4,16";
   int n = 64;
-  int requests = 0;
+  int requests = 0;      // > 0: a level is this many requests
+  double seconds = 10;   // otherwise: this many seconds of each mode's steps
   int reps = 1;
   int threads = 0;
   int system_tokens = 512;
@@ -81,21 +83,26 @@ std::vector<std::vector<int>> load_prompt_set(const Model& model, const std::str
   return out;
 }
 
-// What one request saw: when it was submitted, and when each piece of text
-// arrived and in which engine step.
+// What one request saw, on its loop's own clock (LoadLoop::busy_ms): when it was
+// submitted, and when each piece of text arrived and in which engine step.
 struct Trace {
-  Clock::time_point submitted;
-  std::vector<std::pair<int, Clock::time_point>> pieces;
+  double submitted = 0;
+  std::vector<std::pair<int, double>> pieces;
+  int tokens = 0;  // generated so far (a request still running at the end counts too)
+  bool finished = false;
   RequestResult result;
 };
 
 struct Level {
   std::string mode;
   int rep = 0;
-  int concurrency = 0, requests = 0, tokens = 0, mismatches = -1;
+  int concurrency = 0, requests = 0, tokens = 0, mismatches = -1, compared = 0;
   double seconds = 0, ttft_p50 = 0, ttft_p99 = 0, itl_p50 = 0, itl_p99 = 0;
   double acceptance = 0, tokens_per_round = 0;
-  std::vector<std::vector<int>> outputs;
+  // Rounds in which a finished request had drafts verified (probes included),
+  // summed over the requests: how often speculation was tried.
+  int drafting_rounds = 0;
+  std::vector<std::vector<int>> outputs;  // per request index; empty while unfinished
 
   double tok_per_s() const { return seconds > 0 ? tokens / seconds : 0; }
 };
@@ -107,20 +114,24 @@ void summarise(const std::vector<Trace>& traces, Level& L) {
   std::vector<double> ttft, itl;
   int64_t drafted = 0, accepted = 0, decoded = 0, rounds = 0;
   for (const auto& t : traces) {
-    L.tokens += static_cast<int>(t.result.tokens.size());
-    L.outputs.push_back(t.result.tokens);
-    drafted += t.result.stats.drafted;
-    accepted += t.result.stats.accepted;
-    decoded += t.result.stats.decoded();
-    rounds += t.result.stats.rounds;
+    L.tokens += t.tokens;
+    L.outputs.push_back(t.finished ? t.result.tokens : std::vector<int>{});
+    if (t.finished) {
+      ++L.requests;
+      drafted += t.result.stats.drafted;
+      accepted += t.result.stats.accepted;
+      decoded += t.result.stats.decoded();
+      rounds += t.result.stats.rounds;
+      L.drafting_rounds += t.result.stats.spec_rounds;
+    }
     if (t.pieces.empty()) continue;
-    ttft.push_back(ms_between(t.submitted, t.pieces.front().second));
+    ttft.push_back(t.pieces.front().second - t.submitted);
     size_t i = 0;
     while (i < t.pieces.size()) {
       size_t j = i;
       while (j < t.pieces.size() && t.pieces[j].first == t.pieces[i].first) ++j;
       if (i > 0) {
-        const double gap = ms_between(t.pieces[i - 1].second, t.pieces[i].second);
+        const double gap = t.pieces[i].second - t.pieces[i - 1].second;
         for (size_t k = i; k < j; ++k) itl.push_back(gap / static_cast<double>(j - i));
       }
       i = j;
@@ -148,70 +159,126 @@ EngineOptions engine_options(const Opts& o, const SpecCliOptions& spec, int conc
   return eo;
 }
 
-// Closed loop: `concurrency` requests in flight until `requests` have finished.
-Level run_level(const Model& target, ThreadPool& pool, const Opts& o, const std::string& mode,
-                const SpecCliOptions& spec, int concurrency, int requests,
-                const std::vector<std::vector<int>>& prompts) {
-  size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
-  EngineOptions eo = engine_options(o, spec, concurrency, static_cast<int64_t>(longest) + o.n);
-  SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo));
-  Engine engine(target, pool, eo, std::move(setup.drafter));
-  // Warm-up, both modes alike and outside the timing: fault the weights in, and
-  // run waves of this level's batch (requests like the timed ones) until the
-  // draft policy has measured what it plans this batch size with and, where it
-  // drafts, the rate guard has judged its drafted rounds against plain ones, as
-  // in a server that has run for a while (its exploring and judging rounds are
-  // paid once per process; in these few-second runs they would be up to 7% of
-  // a level).
-  constexpr int kMaxWarmUpWaves = 6;
-  const DraftPolicy& policy = engine.runner().policy();
-  for (int wave = 0, drafted = 1; wave < kMaxWarmUpWaves; ++wave) {
-    const bool judged = drafted == 0 || policy.rate_guard().judged(concurrency);
-    if (wave > 0 && policy.explored(concurrency) && judged) break;
-    drafted = 0;
-    for (int i = 0; i < concurrency; ++i) {
-      Request w;
-      w.prompt = prompts[static_cast<size_t>(i) % prompts.size()];
-      w.params.max_tokens = o.n;
-      w.on_finish = [&drafted](const RequestResult& res) { drafted += res.stats.drafted; };
-      engine.submit(std::move(w));
+// One mode's closed loop at one concurrency (each finished request replaced at
+// once), stepped from outside so that two modes can take turns step by step
+// (run_pair). Time is the loop's own: the sum of its engine steps, so that
+// while the other mode steps its clock stands still.
+class LoadLoop {
+ public:
+  // Builds the engine and warms it up. `requests` > 0: the level is that many
+  // requests (the last ones drain the batch); 0: it is `seconds` of steps, with
+  // `concurrency` requests in flight throughout.
+  LoadLoop(const Model& target, ThreadPool& pool, const Opts& o, std::string mode,
+           const SpecCliOptions& spec, int concurrency,
+           const std::vector<std::vector<int>>& prompts)
+      : o_(o), mode_(std::move(mode)), concurrency_(concurrency), prompts_(prompts) {
+    size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    EngineOptions eo = engine_options(o, spec, concurrency, static_cast<int64_t>(longest) + o.n);
+    SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo));
+    draft_model_ = std::move(setup.draft_model);
+    engine_ = std::make_unique<Engine>(target, pool, eo, std::move(setup.drafter));
+    warm_up();
+  }
+
+  double busy_ms() const { return busy_ms_; }
+  bool done() const {
+    return o_.requests > 0 ? finished_ >= o_.requests : busy_ms_ >= 1000.0 * o_.seconds;
+  }
+
+  // Tops the batch up and runs one engine step.
+  void step() {
+    while (submitting() && submitted_ - finished_ < concurrency_) submit_next();
+    ++step_no_;
+    step_t0_ = Clock::now();
+    engine_->step();
+    busy_ms_ += ms_between(step_t0_, Clock::now());
+  }
+
+  Level result() const {
+    Level L;
+    L.mode = mode_;
+    L.concurrency = concurrency_;
+    L.seconds = busy_ms_ / 1000;
+    summarise(traces_, L);
+    return L;
+  }
+
+ private:
+  bool submitting() const { return o_.requests == 0 || submitted_ < o_.requests; }
+
+  // Fault the weights in, and run waves of this level's batch (requests like the
+  // timed ones) until the draft policy has measured what it plans this batch
+  // size with and, where it drafts, the rate guard has judged its drafted rounds
+  // against plain ones, as in a server that has run for a while (its exploring
+  // and judging rounds are paid once per process; in a level of a few seconds
+  // they would be up to 7% of it). Both modes alike, outside the timing.
+  void warm_up() {
+    constexpr int kMaxWarmUpWaves = 6;
+    const DraftPolicy& policy = engine_->runner().policy();
+    for (int wave = 0, drafted = 1; wave < kMaxWarmUpWaves; ++wave) {
+      const bool judged = drafted == 0 || policy.rate_guard().judged(concurrency_);
+      if (wave > 0 && policy.explored(concurrency_) && judged) break;
+      drafted = 0;
+      for (int i = 0; i < concurrency_; ++i) {
+        Request w;
+        w.prompt = prompts_[static_cast<size_t>(i) % prompts_.size()];
+        w.params.max_tokens = o_.n;
+        w.on_finish = [&drafted](const RequestResult& res) { drafted += res.stats.drafted; };
+        engine_->submit(std::move(w));
+      }
+      engine_->run();
     }
-    engine.run();
   }
-  std::vector<Trace> traces(requests);
-  int submitted = 0, finished = 0, step_no = 0;
-  auto submit_next = [&] {
-    const int i = submitted++;
+
+  // Request i has prompt i (cyclically) and seed + i in both modes, so the
+  // modes' outputs for the same i can be compared.
+  void submit_next() {
+    const int i = submitted_++;
+    traces_.emplace_back();
     Request r;
-    r.prompt = prompts[i % prompts.size()];
-    r.params.max_tokens = o.n;
-    r.params.sampling = o.sampling;
-    r.params.sampling.seed = (o.seed ? *o.seed : 1) + i;
-    r.on_text = [&traces, &step_no, i](const std::string&) {
-      traces[i].pieces.emplace_back(step_no, Clock::now());
+    r.prompt = prompts_[static_cast<size_t>(i) % prompts_.size()];
+    r.params.max_tokens = o_.n;
+    r.params.sampling = o_.sampling;
+    r.params.sampling.seed = (o_.seed ? *o_.seed : 1) + static_cast<uint64_t>(i);
+    // traces_ grows while requests run, so the callbacks find theirs by index.
+    r.on_text = [this, i](const std::string&) {
+      traces_[i].pieces.emplace_back(step_no_, busy_ms_ + ms_between(step_t0_, Clock::now()));
     };
-    r.on_finish = [&traces, &finished, i](const RequestResult& res) {
-      traces[i].result = res;
-      ++finished;
+    r.on_token = [this, i](const TokenOutput&) { ++traces_[i].tokens; };
+    r.on_finish = [this, i](const RequestResult& res) {
+      traces_[i].result = res;
+      traces_[i].finished = true;
+      ++finished_;
     };
-    traces[i].submitted = Clock::now();
-    engine.submit(std::move(r));
-  };
-  const auto t0 = Clock::now();
-  while (submitted < std::min(concurrency, requests)) submit_next();
-  while (finished < requests) {
-    ++step_no;
-    engine.step();
-    while (submitted < requests && submitted - finished < concurrency) submit_next();
+    traces_[i].submitted = busy_ms_;
+    engine_->submit(std::move(r));
   }
-  Level L;
-  L.mode = mode;
-  L.concurrency = concurrency;
-  L.requests = requests;
-  L.seconds = ms_between(t0, Clock::now()) / 1000;
-  summarise(traces, L);
-  return L;
+
+  const Opts& o_;
+  std::string mode_;
+  int concurrency_;
+  const std::vector<std::vector<int>>& prompts_;
+  std::unique_ptr<Model> draft_model_;  // the drafter's, when it is a model; outlives the engine
+  std::unique_ptr<Engine> engine_;
+  std::vector<Trace> traces_;
+  int submitted_ = 0, finished_ = 0, step_no_ = 0;
+  double busy_ms_ = 0;
+  Clock::time_point step_t0_;  // when the running step began
+};
+
+// Plain and speculative at one level, taking turns step by step: the mode whose
+// clock is behind steps next, so both see the same seconds of the machine. On a
+// shared machine whose speed moves by ±5% within seconds, levels run one after
+// the other compare two different machines; interleaved, a neighbour's burst
+// slows both.
+std::pair<Level, Level> run_pair(LoadLoop& plain, LoadLoop& spec) {
+  while (!plain.done() || !spec.done()) {
+    LoadLoop& next =
+        spec.done() || (!plain.done() && plain.busy_ms() <= spec.busy_ms()) ? plain : spec;
+    next.step();
+  }
+  return {plain.result(), spec.result()};
 }
 
 struct PrefixResult {
@@ -300,11 +367,11 @@ std::vector<int> parse_levels(const std::string& s) {
 void print_row(const Level& L) {
   fmt::print(
       "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
-      "{:>7.3f} {:>7.2f} {:>5}\n",
+      "{:>7.3f} {:>7.2f} {:>7}\n",
       L.mode, L.concurrency, L.requests, L.tokens, L.tok_per_s(), L.ttft_p50, L.ttft_p99, L.itl_p50,
       L.itl_p99, L.acceptance, L.tokens_per_round,
       L.mismatches < 0    ? ""
-      : L.mismatches == 0 ? "yes"
+      : L.mismatches == 0 ? fmt::format("{}/{}", L.compared, L.compared)
                           : fmt::format("{} diff", L.mismatches));
 }
 
@@ -325,8 +392,12 @@ nlohmann::json level_json(const Level& L) {
                       {"itl_ms_p50", L.itl_p50},
                       {"itl_ms_p99", L.itl_p99},
                       {"acceptance_rate", L.acceptance},
-                      {"tokens_per_round", L.tokens_per_round}};
-  if (L.mismatches >= 0) j["outputs_identical"] = L.mismatches == 0;
+                      {"tokens_per_round", L.tokens_per_round},
+                      {"request_drafting_rounds", L.drafting_rounds}};
+  if (L.mismatches >= 0) {
+    j["outputs_identical"] = L.mismatches == 0;
+    j["outputs_compared"] = L.compared;
+  }
   return j;
 }
 
@@ -345,28 +416,32 @@ void run_bench_serve(const Opts& o) {
       "{}; engine in process (no HTTP)\n\n",
       target->path(), spec.draft, spec.k, o.prompts, prompts.size(), o.n, pool.size(),
       o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
-  fmt::print("{:>6} {:>5} {:>5} {:>7} {:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>5}\n", "mode",
+  fmt::print("{:>6} {:>5} {:>5} {:>7} {:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>7}\n", "mode",
              "conc", "reqs", "tokens", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99",
              "accept", "tok/rnd", "same");
   std::vector<Level> rows;
   // Per level: each rep's speedup, and the speedup pooled over the reps (all
   // speculative tokens over their seconds, against the same for plain). Plain
-  // and speculative take turns, so a drift of the machine's speed hits both.
+  // and speculative take turns step by step (run_pair), so a drift of the
+  // machine's speed hits both.
   nlohmann::json speedup = nlohmann::json::object(), per_rep = nlohmann::json::object();
   std::string summary;
   std::vector<double> chart_x, chart_plain, chart_spec, chart_speedup;
   for (int c : levels) {
-    const int requests = o.requests > 0 ? o.requests : std::max(8, 2 * c);
     Level plain_pooled, spec_pooled;  // tokens and seconds of all reps
     std::vector<double> ratios;
     for (int rep = 0; rep < o.reps; ++rep) {
-      Level plain = run_level(*target, pool, o, "plain", SpecCliOptions{}, c, requests, prompts);
-      Level sp = run_level(*target, pool, o, "spec", spec, c, requests, prompts);
+      LoadLoop plain_loop(*target, pool, o, "plain", SpecCliOptions{}, c, prompts);
+      LoadLoop spec_loop(*target, pool, o, "spec", spec, c, prompts);
+      auto [plain, sp] = run_pair(plain_loop, spec_loop);
       plain.rep = sp.rep = rep;
       if (o.sampling.greedy()) {
         sp.mismatches = 0;
-        for (size_t i = 0; i < plain.outputs.size(); ++i)
+        for (size_t i = 0; i < std::min(plain.outputs.size(), sp.outputs.size()); ++i) {
+          if (plain.outputs[i].empty() || sp.outputs[i].empty()) continue;  // unfinished
+          ++sp.compared;
           sp.mismatches += plain.outputs[i] != sp.outputs[i];
+        }
       }
       print_row(plain);
       print_row(sp);
@@ -459,8 +534,13 @@ void add_bench_serve_command(CLI::App* bench) {
                   "Write an SVG chart of plain and speculative tokens/s against concurrency");
   cmd->add_option("--concurrency", o.levels, "Comma-separated concurrency levels")
       ->capture_default_str();
+  cmd->add_option("--seconds", o.seconds,
+                  "Seconds of steps per mode and level, the batch kept full throughout")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   cmd->add_option("--requests", o.requests,
-                  "Requests per level (default: max(8, 2 x concurrency))");
+                  "Requests per level instead of --seconds (the last ones drain the batch)")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_option("--reps", o.reps,
                   "Runs of each level, plain and speculative taking turns (the speedup pools "
                   "them)")

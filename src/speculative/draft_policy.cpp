@@ -160,6 +160,9 @@ void DraftPolicy::add_probes(std::span<const RoundRequest> round,
   hopeful_[probe].alpha = std::max(hopeful_[probe].alpha, tuning_.probe_alpha);
   choose(hopeful_, CostModel::Reading::Floored, margin(round.size()), probe_k_);
   if (probe_k_[probe] == 0) return;
+  const double cost = batch[probe].catch_up_ms + costs_.mean_position_ms();
+  if (cost > probe_budget_ms_) return;  // not yet paid for: it stays due
+  probe_budget_ms_ -= cost;
   state(round[probe].ctx.id).failed_probes++;
   k[probe] = 1;
 }
@@ -281,6 +284,8 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   if (r.step_ms >= 0) costs_.record_draft_step(r.drafting, r.step_ms);
   recent_tokens_ = tuning_.recent_fade * recent_tokens_ + r.emitted;
   recent_ms_ = tuning_.recent_fade * recent_ms_ + r.total_ms;
+  probe_budget_ms_ =
+      std::min(tuning_.probe_budget_cap_ms, probe_budget_ms_ + tuning_.probe_share * r.total_ms);
   if (guarded()) guard_.record(r.requests, r.drafted > 0, r.emitted, r.total_ms);
 }
 

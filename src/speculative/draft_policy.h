@@ -61,6 +61,20 @@ struct DraftPolicyTuning {
   // cost of drafting (a slow draft, a big batch) and not the acceptance stops a
   // request, a probe could not change the decision.
   double probe_alpha = 0.9;
+  // Probes are paid from a budget that earns this share of every round's time
+  // and is spent on each probe's cost: a draft model's catch-up on the tokens
+  // the request decoded without it, plus the verified position. A probe whose
+  // cost the budget cannot cover waits. A catch-up costs about what the skipped
+  // tokens cost the draft model to prefill, and the waits between probes do not
+  // shrink it (it grows with them); so without the budget a draft model's
+  // probes in a batch of four cost 5% of the time (bench serve, chat prompts,
+  // docs/decisions.md). With it, probing costs at most this share, and nothing
+  // changes for free drafters (n-gram, suffix: no catch-up), whose probes cost
+  // a position.
+  double probe_share = 0.01;
+  // The most the budget holds (ms): a long stretch without probes does not buy
+  // a burst of them.
+  double probe_budget_cap_ms = 1000;
   // A request's first rounds draft as if its acceptance were at least what the
   // requests before it saw (all verdicts pooled, once this many drafts were
   // judged; probe_alpha before that) until this many of its own drafts were
@@ -207,6 +221,7 @@ class DraftPolicy {
   // Tokens emitted and milliseconds spent by recent rounds (fading sums): the
   // rate a drafted token's cost is weighed against.
   double recent_tokens_ = 0, recent_ms_ = 0;
+  double probe_budget_ms_ = 0;  // see DraftPolicyTuning::probe_share
   // Nodes beside main chains: verified, and the tokens they added (fading sums).
   double tree_nodes_ = 0, tree_gained_ = 0;
   int rounds_since_tree_ = 0;

@@ -17,12 +17,12 @@ const RateGuard::BatchState* RateGuard::find(int batch) const {
 bool RateGuard::allows(int batch) {
   BatchState& s = state(batch);
   if (s.off) {
-    const int wait = tuning_.retry_after << std::min(s.failed_trials - 1, tuning_.max_backoff);
-    if (++s.rounds_off < wait) return false;
+    if (++s.rounds_off < s.wait) return false;
     // A trial: judged on its own rounds, not on the ones that lost before.
     s.off = false;
     s.drafted = {};
     s.drafted_rounds = 0;
+    s.trial_cost_ms = 0;
     return true;
   }
   // A batch size that drafted from the start gets its plain reference once,
@@ -41,9 +41,12 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
     s.since_plain = 0;
     return;
   }
+  // What the round fell short of plain decoding (the trial's cost), its first
+  // round included.
+  ++s.since_plain;
+  if (s.plain.rate() > 0) s.trial_cost_ms += ms - emitted / s.plain.rate();
   // A trial's first drafted round pays the one-off catch-up of a draft model
   // that skipped the plain rounds before it: not the steady rate.
-  ++s.since_plain;
   if (s.drafted_rounds++ == 0) return;
   s.drafted.add(tuning_.fade, emitted, ms);
   if (!has_evidence(s)) return;
@@ -51,8 +54,13 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
     s.off = true;
     s.rounds_off = 0;
     ++s.failed_trials;
+    const double plain_round_ms = batch / s.plain.rate();
+    const double paid_by = s.trial_cost_ms / (tuning_.trial_share * plain_round_ms);
+    s.wait = std::max(tuning_.retry_after << std::min(s.failed_trials - 1, tuning_.max_backoff),
+                      static_cast<int>(std::min(paid_by, 1e9)));
   } else {
     s.failed_trials = 0;
+    s.trial_cost_ms = 0;
   }
 }
 

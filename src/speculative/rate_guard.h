@@ -35,6 +35,12 @@ struct RateGuardTuning {
   // retry_after << max_backoff rounds.
   int retry_after = 64;
   int max_backoff = 4;
+  // A trial that loses costs what its rounds fell short of the plain rate (a
+  // draft model's catch-up on every request's missed tokens first of all: in
+  // a batch of four, 100-300 ms, several plain rounds). The wait before the
+  // next trial is at least that cost over this share of a plain round, so
+  // that trials take at most this share of the time whatever they cost.
+  double trial_share = 0.01;
 };
 
 class RateGuard {
@@ -74,7 +80,9 @@ class RateGuard {
     int since_plain = 0;     // drafted rounds since the last plain one
     bool off = false;        // decoding plain: drafting lost here
     int rounds_off = 0;      // rounds since it turned off
+    int wait = 0;            // rounds off before the next trial
     int failed_trials = 0;   // trials in a row that lost
+    double trial_cost_ms = 0;  // this trial's shortfall against the plain rate
   };
   // Enough rounds of both kinds for a verdict: judge_after drafted rounds
   // beyond the trial's first, and the plain reference.

@@ -4,21 +4,47 @@
 
 #include <algorithm>
 #include <functional>
+#include <unordered_map>
 
+#include "speculative/draft_hints.h"
 #include "speculative/draft_policy.h"
 
 using namespace tandem;
 
 namespace {
 
-// Draws nothing: the simulation makes up each round's drafts itself.
-class ScriptedDrafter final : public Drafter {
+// Draws nothing: the simulation makes up each round's drafts itself. With a
+// catch-up cost per token it stands for a draft model: a request that drafts
+// after decoding plainly for a while first costs that many tokens of catch-up.
+class ScriptedDrafter final : public Drafter, public DraftCostHints {
  public:
+  explicit ScriptedDrafter(double catch_up_ms_per_token = 0) : per_token_(catch_up_ms_per_token) {}
   std::string name() const override { return "scripted"; }
   double propose(std::span<const DraftContext>, std::span<const int>, std::vector<Draft>&,
                  const DraftStop*) override {
     return -1;
   }
+  const DraftCostHints* cost_hints() const override { return per_token_ > 0 ? this : nullptr; }
+  int catch_up_tokens(const DraftContext& req) const override {
+    const auto it = missed_.find(req.id);
+    return it == missed_.end() ? 0 : it->second;
+  }
+  double catch_up_ms(const DraftContext& req) const override {
+    return per_token_ * catch_up_tokens(req);
+  }
+  double relative_cost() const override { return 0; }
+  // Request id decoded a round: plainly (one more token to catch up on), or
+  // with drafts (caught up first, by that many milliseconds).
+  double decoded(int id, bool drafted) {
+    int& missed = missed_[id];
+    const double ms = drafted ? per_token_ * missed : 0;
+    missed = drafted ? 0 : missed + 1;
+    return ms;
+  }
+
+ private:
+  double per_token_;
+  std::unordered_map<int, int> missed_;
 };
 
 // A verify pass over m positions costs base + per_position * (m - 1) ms; a
@@ -33,8 +59,10 @@ using Script = std::function<int(int r, size_t i, int n)>;
 
 class Simulation {
  public:
-  Simulation(int requests, FakeCosts costs, DraftPolicyTuning tuning = {})
-      : policy_(&drafter_, SpecOptions{8, true}, tuning),
+  Simulation(int requests, FakeCosts costs, DraftPolicyTuning tuning = {},
+             double catch_up_ms_per_token = 0)
+      : drafter_(catch_up_ms_per_token),
+        policy_(&drafter_, SpecOptions{8, true}, tuning),
         costs_(costs),
         tokens_(requests),
         next_id_(requests) {
@@ -61,8 +89,10 @@ class Simulation {
     const auto stop = policy_.draft_stop(plan);
     policy_.trim(plan, drafts, stop);
     int positions = 0, emitted = 0, drafting = 0, longest = 0;
+    double catch_up_ms = 0;
     for (size_t i = 0; i < k.size(); ++i) {
       const int n = static_cast<int>(drafts[i].tokens.size());
+      catch_up_ms += drafter_.decoded(ids_[i], n > 0);
       const int a = n > 0 ? std::min(accepted(rounds_, i, n), n) : 0;
       policy_.record_verdict(ids_[i], drafts[i], a);
       positions += 1 + n;
@@ -72,9 +102,10 @@ class Simulation {
     }
     const double verify_ms = costs_.verify(positions);
     const double step_ms = drafting ? costs_.step : -1;
-    double total_ms = verify_ms + longest * costs_.step;
+    double total_ms = verify_ms + longest * costs_.step + catch_up_ms;
     if (positions > static_cast<int>(k.size())) total_ms += hidden_drafting_ms_;
     total_ms_ += total_ms;
+    catch_up_total_ms_ += catch_up_ms;
     emitted_ += emitted;
     // Rounds tell the rate guard their batch only where a test asks for it: the
     // other tests are about the cost model's own decisions.
@@ -95,6 +126,9 @@ class Simulation {
   }
   // Tokens per millisecond over every round so far.
   double rate() const { return total_ms_ > 0 ? emitted_ / total_ms_ : 0; }
+  // Milliseconds of every round so far, and the draft model's catch-ups in them.
+  double total_ms() const { return total_ms_; }
+  double catch_up_ms() const { return catch_up_total_ms_; }
 
  private:
   ScriptedDrafter drafter_;
@@ -106,7 +140,7 @@ class Simulation {
   SamplingParams sampling_;
   Rng rng_;
   int rounds_ = 0;
-  double hidden_drafting_ms_ = 0, total_ms_ = 0;
+  double hidden_drafting_ms_ = 0, total_ms_ = 0, catch_up_total_ms_ = 0;
   bool tell_batch_ = false;
   int64_t emitted_ = 0;
 };
@@ -186,6 +220,38 @@ TEST(DraftPolicy, SendsAtMostOneProbeARound) {
     }
   }
   EXPECT_GE(probes, 8) << "every request was probed";
+}
+
+// A draft model's probe first catches up on every token its request decoded
+// without it, so waiting longer between probes does not make them cheaper. Paid
+// from a budget of probe_share of the time, the catch-ups stay within that
+// share: at 3 ms a token against ~45 ms rounds in a batch of four (probing at
+// the backed-off pace cost about a quarter of the time) probes become rare; at
+// 0.1 ms a token every request is still probed now and then.
+TEST(DraftPolicy, ProbesOfADraftModelCostAtMostTheirShare) {
+  const DraftPolicyTuning t;
+  const FakeCosts costs{40, 1, 0.5};  // a probe pays at a hopeful acceptance
+  // Catch-up ms over all ms after drafting stopped, and the probes sent.
+  auto run = [&](const DraftPolicyTuning& tuning, double catch_up_per_token, int& probes) {
+    Simulation sim(4, costs, tuning, catch_up_per_token);
+    for (int r = 0; r < 40; ++r) sim.round(kRejectAll);  // drafting stops
+    const double ms0 = sim.total_ms(), catch_up0 = sim.catch_up_ms();
+    probes = 0;
+    for (int r = 0; r < 4000; ++r) probes += drafting(sim.round(kRejectAll));
+    return (sim.catch_up_ms() - catch_up0) / (sim.total_ms() - ms0);
+  };
+  int probes = 0;
+  EXPECT_LE(run(t, 3.0, probes), t.probe_share) << "dear catch-ups";
+  const double cheap = run(t, 0.1, probes);
+  EXPECT_LE(cheap, t.probe_share) << "cheap catch-ups";
+  EXPECT_GE(probes, 8) << "cheap catch-ups: requests are still probed";
+
+  // Without the budget's limit (a share large enough never to hold a probe
+  // back), the dear run spends far more on catch-ups.
+  DraftPolicyTuning unlimited = t;
+  unlimited.probe_share = 1;
+  unlimited.probe_budget_cap_ms = 1e9;
+  EXPECT_GT(run(unlimited, 3.0, probes), 5 * t.probe_share);
 }
 
 // While probes fail, each waits twice as long as the one before, up to

@@ -49,9 +49,11 @@ TEST(RateGuard, TurnsOffWhereDraftedRoundsLose) {
 }
 
 // Off, a batch size waits retry_after rounds for a trial; a trial that loses
-// doubles the wait, up to retry_after << max_backoff.
+// doubles the wait, up to retry_after << max_backoff. (Trials here cost little
+// against a trial_share of 1, so that the waits are the schedule's.)
 TEST(RateGuard, TrialsBackOffWhileTheyLose) {
-  const RateGuardTuning t;
+  RateGuardTuning t;
+  t.trial_share = 1;
   RateGuard g(t);
   plain_rounds(g, 2, 3);
   drafted_rounds(g, 2, t.judge_after + 1, 1);  // 1 token per 20 ms: loses
@@ -65,6 +67,36 @@ TEST(RateGuard, TrialsBackOffWhileTheyLose) {
     drafted_rounds(g, 2, t.judge_after, 1);
     ASSERT_TRUE(g.drafting_off(2)) << "trial " << trial << " lost";
   }
+}
+
+// A trial's shortfall against the plain rate (its first round's catch-up
+// included) sets the wait before the next one: at least shortfall / (trial_share
+// x a plain round's ms) rounds, so that losing trials cost at most that share
+// of the time however dear they are; cheap ones keep the schedule's wait.
+TEST(RateGuard, ADearTrialWaitsUntilItIsPaidFor) {
+  const RateGuardTuning t;
+  // Plain: 4 tokens per 10 ms. Each trial: a first round of 4 tokens in
+  // `first_ms` (a draft model catching up), then judge_after rounds of 4
+  // tokens per `later_ms`.
+  auto wait_after_trial = [&](double first_ms, double later_ms) {
+    RateGuard g(t);
+    plain_rounds(g, 4, 3);
+    EXPECT_TRUE(g.allows(4));
+    g.record(4, true, 4, first_ms);
+    for (int i = 0; i < t.judge_after; ++i) {
+      EXPECT_TRUE(g.allows(4));
+      g.record(4, true, 4, later_ms);
+    }
+    EXPECT_TRUE(g.drafting_off(4));
+    int wait = 1;
+    while (!g.allows(4)) ++wait;
+    return wait;
+  };
+  // Shortfall 290 + 8 x 10 = 370 ms; a plain round is 10 ms: 370 / 0.1 rounds.
+  EXPECT_EQ(wait_after_trial(300, 20), 3700);
+  // Shortfall 8 x 0.5 = 4 ms (still below keep_above): paid for in 40 rounds,
+  // before the schedule's retry_after.
+  EXPECT_EQ(wait_after_trial(10, 10.5), t.retry_after);
 }
 
 // Drafting that wins stays on; a batch size drafted from its first round is
@@ -89,7 +121,10 @@ TEST(RateGuard, ATrialThatWinsTurnsDraftingBackOn) {
   plain_rounds(g, 1, 3);
   drafted_rounds(g, 1, t.judge_after + 1, 1);
   ASSERT_TRUE(g.drafting_off(1));
-  for (int r = 1; r < t.retry_after; ++r) ASSERT_FALSE(g.allows(1));
+  // The losing rounds fell 10 ms short each (20 ms for what plain does in 10):
+  // the wait pays for them at trial_share of a 10 ms plain round.
+  const int wait = static_cast<int>((t.judge_after + 1) * 10 / (t.trial_share * 10));
+  for (int r = 1; r < wait; ++r) ASSERT_FALSE(g.allows(1)) << "round " << r;
   const int allowed = drafted_rounds(g, 1, 50, 4);  // 4 tokens per 20 ms: wins
   EXPECT_FALSE(g.drafting_off(1));
   EXPECT_GE(allowed, 49);

@@ -10,8 +10,8 @@
 
 #include "cache/kv_cache.h"
 #include "cache/kv_cache_factory.h"
-#include "model/model.h"
 #include "model/forward_pass.h"
+#include "model/model.h"
 #include "sampling/gumbel_sampler.h"
 #include "speculative/adaptive_k.h"
 #include "speculative/draft_hints.h"
@@ -32,8 +32,7 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   // siblings (see add_sibling). forward_pass: the draft's device, as the
   // target's (EngineOptions::forward_pass; empty: the CPU).
   ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool, KVCacheConfig cache,
-               int vocab_limit = 0, int siblings = 0,
-               const ForwardPassFactory& forward_pass = {});
+               int vocab_limit = 0, int siblings = 0, const ForwardPassFactory& forward_pass = {});
   ~ModelDrafter() override;
 
   std::string name() const override;

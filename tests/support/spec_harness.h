@@ -35,8 +35,8 @@ double propose(Drafter& drafter, const std::vector<Sequence*>& seqs, const std::
 // opting out). forward_pass: the device of the target and of a draft model
 // (empty: the CPU).
 std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
-                               const std::vector<Request>& reqs, int max_batch = 1,
-                               int threads = 1, const ForwardPassFactory& forward_pass = {});
+                               const std::vector<Request>& reqs, int max_batch = 1, int threads = 1,
+                               const ForwardPassFactory& forward_pass = {});
 
 Request greedy_request(std::vector<int> prompt, int n);
 

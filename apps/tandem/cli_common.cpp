@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "cuda_model/device_choice.h"
 #include "model/model.h"
 #include "speculative/drafter_factory.h"
 #include "tokenizer/chat_template.h"
@@ -137,6 +138,22 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
                 "measurements that must see drafting where it does not pay)");
 }
 
+void add_device_options(CLI::App* cmd, DeviceCliOptions& d) {
+  cmd->add_option("--device", d.device,
+                  "Where the forward pass runs: cpu (default) or cuda (the CUDA backend: "
+                  "compiled, not yet run on a GPU; docs/cuda.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-cuda-graphs", d.no_graphs,
+                "With --device cuda: run every pass eagerly instead of replaying CUDA graphs");
+}
+
+ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d) {
+  cuda_model::CudaOptions o;
+  o.graphs = !d.no_graphs;
+  return cuda_model::forward_pass_factory(cuda_model::parse_device(d.device), o);
+}
+
 SpecOptions spec_options(const SpecCliOptions& s) {
   SpecOptions o;
   check(s.tree >= 0 && s.tree <= kMaxDraft, "--tree: must be in [0, {}], got {}", kMaxDraft,
@@ -161,7 +178,7 @@ SpecOptions spec_options(const SpecCliOptions& s) {
 }
 
 SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool& pool,
-                       const KVCacheConfig& cache) {
+                       const KVCacheConfig& cache, const ForwardPassFactory& forward_pass) {
   SpecSetup out;
   if (s.draft.empty()) return out;
   if (s.draft == "ngram" || s.draft == "suffix") {
@@ -175,7 +192,7 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
                              : s.lookup_source == "suffix" ? DraftLookup::Suffix
                                                            : DraftLookup::Ngram;
   out.drafter = make_model_drafter(*out.draft_model, target, pool, cache, s.draft_vocab, s.tree,
-                                   lookup, s.suffix_budget);
+                                   lookup, s.suffix_budget, forward_pass);
   return out;
 }
 

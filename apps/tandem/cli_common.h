@@ -13,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/kernel_config.h"
+#include "model/forward_pass.h"
 #include "sampling/sampler.h"
 #include "speculative/drafter.h"
 #include "speculative/drafter_factory.h"
@@ -43,6 +44,17 @@ void add_prompt_options(CLI::App* cmd, PromptOptions& p);
 // Prompt text (from -p or -f), rendered with the chat template when --chat, as ids.
 std::vector<int> prompt_ids(const Model& model, const PromptOptions& p);
 std::vector<int> parse_ids(const std::string& csv);
+
+// --device cpu|cuda and --no-cuda-graphs (generate, serve, bench).
+struct DeviceCliOptions {
+  std::string device = "cpu";
+  bool no_graphs = false;
+};
+void add_device_options(CLI::App* cmd, DeviceCliOptions& d);
+// The forward pass the options ask for (empty: the CPU). Throws tandem::Error
+// naming the problem where CUDA cannot run: a build without the kernels, or no
+// device. Commands call it before loading a model, so the error comes first.
+ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed,
 // --sampling-mode.
@@ -80,8 +92,9 @@ struct SpecSetup {
   std::unique_ptr<Model> draft_model;
   std::unique_ptr<Drafter> drafter;
 };
-// cache: the draft model's KV cache (engine_cache_config of the engine's options).
+// cache: the draft model's KV cache (engine_cache_config of the engine's options);
+// forward_pass: the draft model's device (the target's).
 SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool& pool,
-                       const KVCacheConfig& cache);
+                       const KVCacheConfig& cache, const ForwardPassFactory& forward_pass = {});
 
 }  // namespace tandem::cli

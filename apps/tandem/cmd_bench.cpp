@@ -127,29 +127,43 @@ struct DecodeOptions {
   int verify_reps = 10;
   bool profile = false;
   std::string kv = "f16";
+  DeviceCliOptions device;
 };
 
 void run_decode_bench(const DecodeOptions& o) {
   check(o.prompt_tokens >= 1 && o.gen_tokens >= 1 && o.k >= 1 && o.verify_reps >= 1,
         "bench decode: --prompt, --gen, -k and --reps must be at least 1");
+  const ForwardPassFactory forward_pass = forward_pass_factory(o.device);
+  check(!o.profile || !forward_pass,
+        "bench decode: --profile times the CPU kernels (--device cpu)");
   ThreadPool pool(o.threads);
   kernels::KernelConfig kernel_config = kernels::kernel_config_from_env();
   kernel_config.profile = o.profile;
   auto model = Model::load(o.model, kernel_config);
-  Transformer tf(*model, pool);
-  const int V = tf.vocab_size();
   const int ctx = o.prompt_tokens + o.gen_tokens + o.k + 2;
   check(ctx <= model->config().context_length,
         "bench decode: {} positions exceed the model's context length {}", ctx,
         model->config().context_length);
-  ContiguousKVCache cache(tf.cache_shape(), 1, ctx, o.kv == "f32" ? DType::F32 : DType::F16);
+  // One contiguous slot of ctx positions (on a device: as many, in blocks).
+  ForwardPassSpec spec;
+  spec.max_tokens = Transformer::kDefaultMaxTokens;
+  spec.kv.n_slots = 1;
+  spec.kv.n_ctx = ctx;
+  spec.kv.type = o.kv == "f32" ? DType::F32 : DType::F16;
+  std::unique_ptr<ForwardPass> pass = make_forward_pass(forward_pass, *model, pool, spec);
+  ForwardPass& tf = *pass;
+  auto* cpu = dynamic_cast<Transformer*>(pass.get());  // null on a device
+  const int V = tf.vocab_size();
+  std::unique_ptr<KVCache> cache_owner = tf.make_cache(spec.kv);
+  KVCache& cache = *cache_owner;
   const int slot = cache.allocate();
   const auto ids = pseudo_random_tokens(ctx, V, 1234);
   AlignedVector<float> logits(static_cast<size_t>(o.k + 1) * V);
   ForwardBatch b;
 
-  fmt::print("model {} ({}), {} threads, SIMD {}, KV cache {}\n", o.model, model->format(),
-             pool.size(), tf.kernels().name(), o.kv);
+  fmt::print("model {} ({}), {} threads, {} {}, KV cache {}\n", o.model, model->format(),
+             pool.size(), cpu ? "SIMD" : "device", cpu ? cpu->kernels().name() : o.device.device,
+             o.kv);
   const auto& packing = model->packing();
   fmt::print("packed at load: {} matrices, {:.1f} MB, {:.2f} s\n", packing.matrices,
              packing.bytes / 1e6, packing.seconds);
@@ -193,7 +207,7 @@ void run_decode_bench(const DecodeOptions& o) {
   constexpr int kBlockTokens = 4;
   ReadBandwidth membw(pool, kMembwMiB << 20);
   const double bytes = static_cast<double>(model->weight_bytes_per_token());
-  kernels::KernelProfile* profile = tf.kernels().profile();
+  kernels::KernelProfile* profile = cpu ? cpu->kernels().profile() : nullptr;
   if (profile) {
     profile->clear();
     pool.reset_timing();
@@ -272,7 +286,8 @@ void run_decode_bench(const DecodeOptions& o) {
   nlohmann::json j;
   j["model"] = o.model;
   j["threads"] = pool.size();
-  j["simd"] = tf.kernels().name();
+  j["simd"] = cpu ? cpu->kernels().name() : "none";
+  j["device"] = o.device.device;
   j["kv_cache"] = o.kv;
   j["packed_matrices"] = packing.matrices;
   j["pack_seconds"] = packing.seconds;
@@ -340,6 +355,7 @@ void add_bench_command(CLI::App& app) {
                    "bandwidth), per layer, outside the kernels, thread pool idle time");
   decode->add_option("--kv", o.kv, "KV cache type: f16 or f32 (default f16)")
       ->check(CLI::IsMember({"f16", "f32"}));
+  add_device_options(decode, o.device);
   decode->callback([opts] { run_decode_bench(*opts); });
 
   add_bench_spec_command(cmd);

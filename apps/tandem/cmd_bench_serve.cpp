@@ -37,6 +37,7 @@ using Clock = std::chrono::steady_clock;
 struct Opts {
   std::string model;
   SpecCliOptions spec;
+  DeviceCliOptions device;
   std::string prompts = "prompts/chat.jsonl";
   std::string levels = "1,4,16";
   int n = 64;
@@ -156,6 +157,7 @@ EngineOptions engine_options(const Opts& o, const SpecCliOptions& spec, int conc
   // Room for every request in flight at its longest (drafts included): the
   // figures measure batching, not preemption.
   eo.kv.n_positions = concurrency * (longest_request + kMaxDraft + 16);
+  eo.forward_pass = forward_pass_factory(o.device);
   return eo;
 }
 
@@ -175,7 +177,7 @@ class LoadLoop {
     size_t longest = 0;
     for (const auto& p : prompts) longest = std::max(longest, p.size());
     EngineOptions eo = engine_options(o, spec, concurrency, static_cast<int64_t>(longest) + o.n);
-    SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo));
+    SpecSetup setup = make_drafter(spec, target, pool, engine_cache_config(eo), eo.forward_pass);
     draft_model_ = std::move(setup.draft_model);
     engine_ = std::make_unique<Engine>(target, pool, eo, std::move(setup.drafter));
     warm_up();
@@ -408,6 +410,7 @@ void run_bench_serve(const Opts& o) {
   if (spec.draft.empty()) spec.draft = "ngram";
   spec_options(spec);  // validate -k before the long run
   check_sampling(o.sampling);
+  (void)forward_pass_factory(o.device);  // --device cuda where it cannot run: fail first
   auto target = load_model(o.model);
   auto prompts = load_prompt_set(*target, o.prompts);
   ThreadPool pool(o.threads);
@@ -527,6 +530,7 @@ void add_bench_serve_command(CLI::App* bench) {
   Opts& o = *opts;
   cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
   add_spec_options(cmd, o.spec);
+  add_device_options(cmd, o.device);
   cmd->add_option("--prompts", o.prompts, "JSONL prompt set: {\"prompt\": ..., \"chat\": bool}")
       ->capture_default_str();
   cmd->add_option("-n,--max-tokens", o.n, "Tokens generated per request")->capture_default_str();

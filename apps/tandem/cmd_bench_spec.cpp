@@ -34,6 +34,7 @@ namespace {
 struct Opts {
   std::string model;
   SpecCliOptions spec;
+  DeviceCliOptions device;
   std::string k_list = "1,2,3,4,5,6,8,auto";
   std::string tree_list = "0";
   std::string mode_list;  // "": the --sampling-mode alone
@@ -179,7 +180,8 @@ std::unique_ptr<Config> make_config(const Model& target, ThreadPool& pool, const
   eo.n_ctx = static_cast<int>(longest) + o.n;
   eo.spec = spec_options(spec);
   eo.spec.opt_out = false;  // measure exactly the K asked for
-  c->setup = make_drafter(spec, target, pool, engine_cache_config(eo));
+  eo.forward_pass = forward_pass_factory(o.device);
+  c->setup = make_drafter(spec, target, pool, engine_cache_config(eo), eo.forward_pass);
   c->engine = std::make_unique<Engine>(target, pool, eo, std::move(c->setup.drafter));
   return c;
 }
@@ -354,8 +356,10 @@ void add_bench_spec_command(CLI::App* bench) {
                   "Sampled runs: comma-separated sampling modes to compare (reproducible, "
                   "optimal), each against its own plain decoding; default: --sampling-mode");
   add_sampling_options(cmd, o.sampling, o.seed);
+  add_device_options(cmd, o.device);
   cmd->callback([opts] {
     const Opts& o = *opts;
+    (void)forward_pass_factory(o.device);  // --device cuda where it cannot run: fail first
     auto target = load_model(o.model);
     auto prompts = load_prompts(*target, o.prompts, o.limit, o.unconstrained);
     std::shared_ptr<const structured::TokenVocabulary> vocab;

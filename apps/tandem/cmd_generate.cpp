@@ -58,6 +58,7 @@ void add_generate_command(CLI::App& app) {
     std::string model;
     PromptOptions prompt;
     SpecCliOptions spec;
+    DeviceCliOptions device;
     int n = 128;
     int threads = 0;
     int ctx = 0;
@@ -73,6 +74,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-m,--model", o.model, "GGUF file or Hugging Face directory")->required();
   add_prompt_options(cmd, o.prompt);
   add_spec_options(cmd, o.spec);
+  add_device_options(cmd, o.device);
   cmd->add_option("-n,--max-tokens", o.n, "Tokens to generate at most")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)");
@@ -86,6 +88,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--json", o.json, "Print one JSON object with the result and timings");
   cmd->callback([opts] {
     const Opts& o = *opts;
+    const ForwardPassFactory forward_pass = forward_pass_factory(o.device);
     auto model = load_model(o.model);
     auto ids = prompt_ids(*model, o.prompt);
     ThreadPool pool(o.threads);
@@ -108,7 +111,8 @@ void add_generate_command(CLI::App& app) {
                                    int64_t{INT_MAX}, static_cast<int64_t>(ids.size()) + o.n)));
     eo.kv.type = kv_dtype(o.kv_type);
     eo.spec = spec_options(o.spec);
-    SpecSetup spec = make_drafter(o.spec, *model, pool, engine_cache_config(eo));
+    eo.forward_pass = forward_pass;
+    SpecSetup spec = make_drafter(o.spec, *model, pool, engine_cache_config(eo), forward_pass);
     Engine engine(*model, pool, eo, std::move(spec.drafter));
     check_request(req, engine.limits());
     const uint64_t seed = req.params.sampling.seed;

@@ -29,6 +29,7 @@ constexpr int kBlockSize = 16;
 struct ServeOpts {
   std::string model;
   SpecCliOptions spec;
+  DeviceCliOptions device;
   std::string host = "127.0.0.1";
   int port = 8080;
   int max_batch = 8;
@@ -82,6 +83,8 @@ void run_serve(const ServeOpts& o) {
   check(o.max_queue >= 1, "--max-queue must be >= 1, got {}", o.max_queue);
   check(o.port >= 0 && o.port <= 65535, "--port must be in [0, 65535], got {}", o.port);
   const SpecOptions spec_opt = spec_options(o.spec);  // validate -k before loading anything
+  // --device cuda where it cannot run fails here, before the server listens.
+  const ForwardPassFactory forward_pass = forward_pass_factory(o.device);
   check(o.max_prompt_tokens >= 0, "--max-prompt-tokens must be >= 0, got {}", o.max_prompt_tokens);
   for (auto [value, name] : {std::pair{o.timeouts.idle_s, "--idle-timeout"},
                              std::pair{o.timeouts.header_s, "--header-timeout"},
@@ -143,7 +146,8 @@ void run_serve(const ServeOpts& o) {
   check(eo.kv.n_positions >= kBlockSize, "--kv-cache-tokens must be >= {}, got {}", kBlockSize,
         eo.kv.n_positions);
 
-  SpecSetup spec = make_drafter(o.spec, *model, pool, engine_cache_config(eo));
+  eo.forward_pass = forward_pass;
+  SpecSetup spec = make_drafter(o.spec, *model, pool, engine_cache_config(eo), forward_pass);
   auto engine = std::make_unique<Engine>(*model, pool, eo, std::move(spec.drafter));
   const EngineMetrics m0 = engine->metrics();
 
@@ -194,6 +198,7 @@ void add_serve_command(CLI::App& app) {
   ServeOpts& o = *opts;
   cmd->add_option("-m,--model", o.model, "Target model (GGUF or HF directory)")->required();
   add_spec_options(cmd, o.spec);
+  add_device_options(cmd, o.device);
   cmd->add_option("--host", o.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o.port, "Port to listen on; 0 picks a free one")->capture_default_str();
   cmd->add_option("--max-batch", o.max_batch, "Requests decoded together")->capture_default_str();

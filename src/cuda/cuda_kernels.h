@@ -50,6 +50,10 @@ void add_rmsnorm(float* x, const float* delta, const float* w, int rows, int n, 
 void swiglu(const float* gate, const float* up, int64_t n, float* out, Stream stream);
 // x += b, elementwise over n values.
 void add_inplace(float* x, const float* b, int64_t n, Stream stream);
+// x[r] += b for each of `rows` contiguous rows of row_elems floats (a bias
+// added to every row: Qwen2's Q, K and V biases). Each value is x + b, as the
+// CPU's add_inplace of one row.
+void add_rows(float* x, const float* b, int rows, int row_elems, Stream stream);
 // Rotates n_heads heads of head_dim values of each of `rows` rows (row r at
 // x + r * row_stride) by row r's angles: cos and sin are rows x head_dim / 2
 // (kernels::rope_angles of each row's position).

@@ -29,7 +29,7 @@ void check_dims(const MemoryPlanRequest& r) {
 
 int64_t activation_floats_per_row(const ModelDims& d) {
   const int64_t q = int64_t{d.n_heads} * d.head_dim, kv = int64_t{d.n_kv_heads} * d.head_dim;
-  return 2 * int64_t{d.d_model} + 2 * q + 2 * kv + 2 * int64_t{d.d_ff} + d.vocab;
+  return 3 * int64_t{d.d_model} + 2 * q + 2 * kv + 3 * int64_t{d.d_ff} + d.vocab;
 }
 
 MemoryPlan plan_device_memory(const MemoryPlanRequest& r) {
@@ -45,7 +45,8 @@ MemoryPlan plan_device_memory(const MemoryPlanRequest& r) {
   plan.kv_block_bytes = 2 * static_cast<size_t>(d.n_layers) * r.kv_block_size * d.n_kv_heads *
                         d.head_dim * dtype_row_bytes(r.kv_type, 1);
   const size_t usable = r.device_bytes > r.reserve_bytes ? r.device_bytes - r.reserve_bytes : 0;
-  const size_t kv_start = align_up(plan.attention_scratch.end());
+  plan.inputs = after(plan.attention_scratch, r.input_bytes);
+  const size_t kv_start = align_up(plan.inputs.end());
   if (kv_start > usable)
     fail("device memory plan: weights ({} MiB) and buffers ({} MiB) exceed the {} MiB usable",
          plan.weights.bytes >> 20, (kv_start - plan.weights.bytes) >> 20, usable >> 20);

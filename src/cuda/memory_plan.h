@@ -39,6 +39,7 @@ struct MemoryPlanRequest {
   int kv_block_size = 16;      // positions per KV block
   int max_rows = 1;            // positions of the largest forward pass (the largest graph bucket)
   int max_context = 0;         // positions of the longest sequence: its blocks must fit
+  size_t input_bytes = 0;      // a step's inputs (tokens, positions, block tables, remaps)
 };
 
 struct MemoryRegion {
@@ -51,18 +52,20 @@ struct MemoryPlan {
   MemoryRegion weights;
   MemoryRegion activations;        // per-row buffers of one pass, max_rows rows
   MemoryRegion attention_scratch;  // the split-K partials of attention (attention_scratch_floats)
+  MemoryRegion inputs;             // a step's inputs, input_bytes (fixed addresses for graphs)
   MemoryRegion kv_cache;           // kv_blocks blocks of kv_block_bytes
   size_t kv_block_bytes = 0;       // K and V of every layer for kv_block_size positions
   int kv_blocks = 0;
   size_t total_bytes = 0;  // end of the last region
 };
 
-// Floats of activation buffers one position of a forward pass needs: the
-// residual stream and its normed copy, Q, K, V and the attention output, gate
-// and up, and the logits.
+// Floats of activation buffers one position of a forward pass needs (the CUDA
+// forward pass's, cuda_model/cuda_transformer.cpp): the residual stream, its
+// normed copy and a block's output, Q, K, V and the attention output, gate, up
+// and their SwiGLU, and the logits.
 int64_t activation_floats_per_row(const ModelDims& dims);
 
-// The plan: weights first, then activations, attention scratch and KV blocks,
+// The plan: weights first, then activations, attention scratch, inputs and KV blocks,
 // with as many KV blocks as fit in device_bytes - reserve_bytes. Throws
 // tandem::Error when the weights and buffers alone do not fit, or when fewer
 // blocks fit than one sequence of max_context positions needs.

@@ -26,18 +26,19 @@ KVCacheConfig engine_cache_config(const EngineOptions& opt) {
 
 Engine::Engine(const Model& target, ThreadPool& pool, EngineOptions opt,
                std::unique_ptr<Drafter> drafter)
-    : target_(target),
-      opt_(opt),
-      // Passes as long as a prefill chunk or a verify pass of every request's longest draft.
-      tf_(target, pool, std::max({1, opt.prefill_chunk, opt.max_batch * (kMaxDraft + 1)})),
-      drafter_(std::move(drafter)) {
+    : target_(target), opt_(opt), drafter_(std::move(drafter)) {
   check(opt_.max_batch >= 1, "max batch must be >= 1, got {}", opt_.max_batch);
   check(opt_.prefill_chunk >= 1, "prefill chunk must be >= 1, got {}", opt_.prefill_chunk);
   opt_.n_ctx = std::min(opt_.n_ctx, target.config().context_length);
   check(opt_.n_ctx >= 1, "context length must be >= 1, got {}", opt_.n_ctx);
   opt_.kv = engine_cache_config(opt_);
-  cache_ = make_kv_cache(tf_.cache_shape(), opt_.kv);
-  runner_ = std::make_unique<SpeculativeRunner>(tf_, *cache_, drafter_.get(), opt_.spec);
+  // Passes as long as a prefill chunk or a verify pass of every request's longest draft.
+  ForwardPassSpec spec;
+  spec.max_tokens = std::max({1, opt_.prefill_chunk, opt_.max_batch * (kMaxDraft + 1)});
+  spec.kv = opt_.kv;
+  tf_ = make_forward_pass(opt_.forward_pass, target, pool, spec);
+  cache_ = tf_->make_cache(opt_.kv);
+  runner_ = std::make_unique<SpeculativeRunner>(*tf_, *cache_, drafter_.get(), opt_.spec);
 }
 
 Engine::~Engine() = default;

@@ -20,7 +20,7 @@
 #include "engine/request.h"
 #include "engine/request_check.h"
 #include "engine/sequence.h"
-#include "model/transformer.h"
+#include "model/forward_pass.h"
 #include "speculative/drafter.h"
 #include "speculative/speculative_runner.h"
 
@@ -36,6 +36,9 @@ struct EngineOptions {
   KVCacheConfig kv;
   bool prefix_cache = true;  // paged caches: share prompt blocks between requests
   SpecOptions spec;
+  // The target's forward pass, and so the device it runs on (--device); empty:
+  // the CPU transformer. Everything else of the engine is the same on every device.
+  ForwardPassFactory forward_pass;
 };
 
 // The KV cache configuration the engine builds from its options (slots =
@@ -94,7 +97,7 @@ class Engine {
 
   const Model& target_;
   EngineOptions opt_;
-  Transformer tf_;
+  std::unique_ptr<ForwardPass> tf_;
   std::unique_ptr<KVCache> cache_;
   std::unique_ptr<Drafter> drafter_;
   std::unique_ptr<SpeculativeRunner> runner_;

@@ -21,11 +21,13 @@ std::unique_ptr<Drafter> make_suffix_drafter(int tree, size_t budget_tokens) {
 std::unique_ptr<Drafter> make_model_drafter(const Model& draft, const Model& target,
                                             ThreadPool& pool, const KVCacheConfig& cache,
                                             int vocab_limit, int tree, DraftLookup lookup,
-                                            size_t suffix_budget) {
+                                            size_t suffix_budget,
+                                            const ForwardPassFactory& forward_pass) {
   // Byte-level BPE vocabularies list tokens roughly by frequency: the first 32768
   // ids cover almost all a model writes, and the draft skips most of its LM head.
   if (vocab_limit < 0) vocab_limit = draft.config().vocab_size > 65536 ? 32768 : 0;
-  auto model = std::make_unique<ModelDrafter>(draft, target, pool, cache, vocab_limit, tree);
+  auto model =
+      std::make_unique<ModelDrafter>(draft, target, pool, cache, vocab_limit, tree, forward_pass);
   if (lookup == DraftLookup::Ngram) return std::make_unique<LookupFirstDrafter>(std::move(model));
   if (lookup == DraftLookup::Suffix) {
     // As the n-gram lookups in front of a model: matches of 2 tokens or more,

@@ -5,6 +5,7 @@
 
 #include "cache/kv_cache_factory.h"
 #include "core/thread_pool.h"
+#include "model/forward_pass.h"
 #include "model/model.h"
 #include "speculative/drafter.h"
 
@@ -31,10 +32,12 @@ enum class DraftLookup { None, Ngram, Suffix };
 // over 65536, else all); 0 is all. tree: siblings beside the main chain (0:
 // chains). lookup: matches first where they are accepted at least as often
 // (lookup_first_drafter.h), from the source named. Throws tandem::Error when the
-// draft cannot stand in for the target.
+// draft cannot stand in for the target. forward_pass: the draft's device (the
+// target's; empty: the CPU).
 std::unique_ptr<Drafter> make_model_drafter(const Model& draft, const Model& target,
                                             ThreadPool& pool, const KVCacheConfig& cache,
                                             int vocab_limit, int tree, DraftLookup lookup,
-                                            size_t suffix_budget = kDefaultSuffixBudget);
+                                            size_t suffix_budget = kDefaultSuffixBudget,
+                                            const ForwardPassFactory& forward_pass = {});
 
 }  // namespace tandem

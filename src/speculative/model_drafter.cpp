@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/transformer.h"
 #include "speculative/draft_stop.h"
 #include "tokenizer/tokenizer.h"
 
@@ -55,25 +56,29 @@ std::vector<std::pair<int, int>> draft_output_ranges(const Model& m, int limit) 
 }  // namespace
 
 ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool,
-                           KVCacheConfig cache, int vocab_limit, int siblings)
+                           KVCacheConfig cache, int vocab_limit, int siblings,
+                           const ForwardPassFactory& forward_pass)
     : draft_(draft),
-      tf_(draft, pool),
       n_ctx_(std::min(cache.n_ctx, draft.config().context_length)),
       siblings_(siblings) {
   check(siblings >= 0, "draft siblings must be >= 0, got {}", siblings);
   check_draft_compatible(draft, target);
   check(vocab_limit >= 0, "draft vocabulary limit must be >= 0, got {}", vocab_limit);
   cache.n_ctx = n_ctx_;
-  cache_ = make_kv_cache(tf_.cache_shape(), cache);
+  ForwardPassSpec spec;  // passes of the default length, as the target's prefill chunk
+  spec.max_tokens = Transformer::kDefaultMaxTokens;
+  spec.kv = cache;
+  tf_ = make_forward_pass(forward_pass, draft, pool, spec);
+  cache_ = tf_->make_cache(cache);
   // A step's positions, and the logits of a row per request (reserved, not
   // touched): drafting allocates nothing once its jobs have run.
-  batch_.reserve(tf_.max_tokens());
-  logits_.reserve(static_cast<size_t>(std::max(cache.n_slots, 1)) * tf_.vocab_size());
+  batch_.reserve(tf_->max_tokens());
+  logits_.reserve(static_cast<size_t>(std::max(cache.n_slots, 1)) * tf_->vocab_size());
   jobs_.reserve(static_cast<size_t>(std::max(cache.n_slots, 1)));
-  gumbel_.reserve(tf_.vocab_size());
+  gumbel_.reserve(tf_->vocab_size());
   if (vocab_limit > 0 && vocab_limit < draft.config().vocab_size) {
     output_ranges_ = draft_output_ranges(draft, vocab_limit);
-    tf_.restrict_output(output_ranges_);
+    tf_->restrict_output(output_ranges_);
   }
   // Decode streams the weights: a step costs about the bytes it reads, and a
   // restricted output reads only its share of the LM head.
@@ -125,14 +130,14 @@ float ModelDrafter::softmax_prob(const float* logits, int token) const {
   auto add = [&](int begin, int end) {
     for (int i = begin; i < end; ++i) sum += std::exp(logits[i] - top);
   };
-  if (output_ranges_.empty()) add(0, tf_.vocab_size());
+  if (output_ranges_.empty()) add(0, tf_->vocab_size());
   for (auto [begin, end] : output_ranges_) add(begin, end);
   return sum > 0 ? static_cast<float>(1 / sum) : 0.0f;
 }
 
 int ModelDrafter::choose(const DraftContext& req, float* logits, const Job& job, Draft& d,
                          bool confident) {
-  const int V = tf_.vocab_size();
+  const int V = tf_->vocab_size();
   const SamplingParams& sp = *req.sampling;
   apply_repetition_penalty(logits, V, job.context.data(), static_cast<int>(job.context.size()), sp);
   if (job.constraint) {
@@ -162,7 +167,7 @@ int ModelDrafter::choose(const DraftContext& req, float* logits, const Job& job,
 
 int ModelDrafter::sibling(const DraftContext& req, float* logits, const Draft& d,
                           int64_t position) {
-  const int V = tf_.vocab_size(), chosen = d.tokens.back();
+  const int V = tf_->vocab_size(), chosen = d.tokens.back();
   const SamplingParams& sp = *req.sampling;
   // The chain token's probability, where choose() already computed it.
   const bool have_confidence = d.confidence.size() == d.tokens.size();
@@ -244,7 +249,7 @@ bool ModelDrafter::select_jobs(std::span<const DraftContext> reqs, std::span<con
     // are made once, for the most this request may draft.
     const SamplingParams& sp = *reqs[i].sampling;
     if (!sp.greedy() && sp.mode == SamplingMode::Optimal)
-      out[i].q.reserve(static_cast<size_t>(room) + siblings_, tf_.vocab_size());
+      out[i].q.reserve(static_cast<size_t>(room) + siblings_, tf_->vocab_size());
   }
   return n_jobs_ > 0;
 }
@@ -276,9 +281,9 @@ bool ModelDrafter::feed_last_drafts(const std::vector<Draft>& out, int step) {
 }
 
 void ModelDrafter::timed_forward(int step, StepTimes& times) {
-  resize_scratch(logits_, static_cast<size_t>(batch_.logit_rows.size()) * tf_.vocab_size());
+  resize_scratch(logits_, static_cast<size_t>(batch_.logit_rows.size()) * tf_->vocab_size());
   const auto t0 = std::chrono::steady_clock::now();  // the forward alone, not the buffer
-  tf_.forward(batch_, *cache_, logits_.data());
+  tf_->forward(batch_, *cache_, logits_.data());
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // A step 0 that caught up on many tokens measures the catch-up rate (a
@@ -298,7 +303,7 @@ void ModelDrafter::timed_forward(int step, StepTimes& times) {
 
 void ModelDrafter::choose_tokens(std::span<const DraftContext> reqs, int step,
                                  std::vector<Draft>& out, const DraftStop* stop) {
-  const int V = tf_.vocab_size();
+  const int V = tf_->vocab_size();
   int row = 0;
   for (Job& j : jobs()) {
     if (j.k <= step) continue;

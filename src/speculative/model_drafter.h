@@ -10,8 +10,8 @@
 
 #include "cache/kv_cache.h"
 #include "cache/kv_cache_factory.h"
+#include "model/forward_pass.h"
 #include "model/model.h"
-#include "model/transformer.h"
 #include "sampling/gumbel_sampler.h"
 #include "speculative/adaptive_k.h"
 #include "speculative/draft_hints.h"
@@ -29,9 +29,10 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   // Byte-level BPE vocabularies list tokens roughly by merge order, i.e. by
   // frequency, so the first ids cover almost everything a model writes.
   // siblings > 0: drafts are trees, the main chain plus at most that many
-  // siblings (see add_sibling).
+  // siblings (see add_sibling). forward_pass: the draft's device, as the
+  // target's (EngineOptions::forward_pass; empty: the CPU).
   ModelDrafter(const Model& draft, const Model& target, ThreadPool& pool, KVCacheConfig cache,
-               int vocab_limit = 0, int siblings = 0);
+               int vocab_limit = 0, int siblings = 0, const ForwardPassFactory& forward_pass = {});
   ~ModelDrafter() override;
 
   std::string name() const override;
@@ -111,7 +112,7 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   static constexpr float kSiblingBelow = 0.8f;
 
   const Model& draft_;
-  Transformer tf_;
+  std::unique_ptr<ForwardPass> tf_;
   std::unique_ptr<KVCache> cache_;
   int n_ctx_;
   int siblings_;

@@ -16,7 +16,7 @@ double ms_since(Clock::time_point t) {
 
 }  // namespace
 
-SpeculativeRunner::SpeculativeRunner(Transformer& target, KVCache& cache, Drafter* drafter,
+SpeculativeRunner::SpeculativeRunner(ForwardPass& target, KVCache& cache, Drafter* drafter,
                                      SpecOptions opt)
     : target_(target), cache_(cache), drafter_(drafter), policy_(drafter, opt) {
   // A pass's positions, reserved for the longest pass (its logits grow to the

@@ -24,7 +24,7 @@
 
 #include "cache/kv_cache.h"
 #include "core/aligned.h"
-#include "model/transformer.h"
+#include "model/forward_pass.h"
 #include "speculative/draft_policy.h"
 #include "speculative/drafter.h"
 #include "speculative/generation.h"
@@ -35,7 +35,7 @@ namespace tandem {
 class SpeculativeRunner {
  public:
   // drafter may be null: plain decoding.
-  SpeculativeRunner(Transformer& target, KVCache& cache, Drafter* drafter, SpecOptions opt);
+  SpeculativeRunner(ForwardPass& target, KVCache& cache, Drafter* drafter, SpecOptions opt);
 
   // One forward feeding chunks[i].second more tokens of chunks[i].first (tokens
   // its target cache lacks, up to its prefill_end()). A new request whose prompt
@@ -72,7 +72,7 @@ class SpeculativeRunner {
   // into logprobs_).
   VerifyExtras extras(const Generation& seq);
 
-  Transformer& target_;
+  ForwardPass& target_;
   KVCache& cache_;
   Drafter* drafter_;
   DraftPolicy policy_;

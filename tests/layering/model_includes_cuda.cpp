@@ -1,3 +1,3 @@
-// The CUDA backend (src/cuda) is used by nothing above it yet: the model does
-// not declare it, so it cannot include it.
+// The model layer does not see the CUDA backend (src/cuda): the CUDA forward
+// pass lives above both (src/cuda_model), so the model cannot include it.
 #include "cuda/weight_layout.h"

@@ -31,6 +31,35 @@ def expect_error(label, args, must_contain, stdin=None):
         failures.append(label)
 
 
+CUDA_REASONS = ("--device cuda: no CUDA device found",
+                "--device cuda: this build has no CUDA kernels (configure with -DTANDEM_CUDA=ON)")
+
+
+def cuda_device_errors(good):
+    """--device cuda where CUDA cannot run (a build without the kernels, or no
+    device): every command that takes it fails with one line naming the
+    problem, before it loads a model or listens. Skipped where a device is."""
+    probe = subprocess.run([TANDEM, "generate", "-m", str(good), "--ids", "1,2", "-n", "1",
+                            "--device", "cuda"], capture_output=True, text=True, timeout=120)
+    if probe.returncode == 0:
+        print("--device cuda: a CUDA device is present; its error cases skipped")
+        return
+    reason = next((r for r in CUDA_REASONS if r in probe.stderr), None)
+    if reason is None:
+        failures.append("--device cuda probe")
+        print(f"--device cuda probe: exit {probe.returncode}: {probe.stderr!r} FAIL")
+        return
+    for label, args in [
+            ("generate --device cuda", ["generate", "-m", good, "--ids", "1,2", "-n", "2"]),
+            ("serve --device cuda", ["serve", "-m", good, "--port", "0"]),
+            ("bench decode --device cuda", ["bench", "decode", "-m", good]),
+            ("bench serve --device cuda", ["bench", "serve", "-m", good]),
+            ("bench spec --device cuda", ["bench", "spec", "-m", good, "-d", "ngram"])]:
+        expect_error(label, [*args, "--device", "cuda"], [reason])
+    expect_error("unknown --device", ["generate", "-m", good, "--ids", "1,2", "--device", "tpu"],
+                 ["--device", "tpu"])
+
+
 def write_model(path, arch="llama", drop=None, reshape=None, raw_type=None, vocab=64):
     """A tiny llama GGUF written by gguf-py, optionally damaged."""
     rng = np.random.default_rng(0)
@@ -121,6 +150,7 @@ def main():
         expect_error("draft with another vocabulary",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "vocab80.gguf"],
                      ["vocab80.gguf", "80", "64"])
+        cuda_device_errors(good)
         smol = Path(os.environ.get("TANDEM_CACHE", Path.home() / ".cache/tandem")) / \
             "models/smollm2-135m-instruct-q4_1.gguf"
         if smol.exists():  # prompt sets need a model with a tokenizer

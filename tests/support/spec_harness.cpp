@@ -47,22 +47,24 @@ double propose(Drafter& drafter, const std::vector<Sequence*>& seqs, const std::
 }
 
 std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
-                               const std::vector<Request>& reqs, int max_batch, int threads) {
+                               const std::vector<Request>& reqs, int max_batch, int threads,
+                               const ForwardPassFactory& forward_pass) {
   ThreadPool pool(threads);  // tiny models: more threads only add synchronisation
   EngineOptions eo;
   eo.max_batch = max_batch;
   eo.n_ctx = 256;
   eo.spec = so;
   eo.spec.opt_out = false;  // these tests need the drafts verified even when they do not pay
+  eo.forward_pass = forward_pass;
   std::unique_ptr<Drafter> d;
   // so.tree_extra > 0: the drafters build trees (siblings, several lookups).
   const int siblings = so.tree_extra, branches = so.tree_extra > 0 ? 4 : 1;
   if (kind == DraftKind::SameQuantized)
     d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo), 0,
-                                       siblings);
+                                       siblings, forward_pass);
   if (kind == DraftKind::Other)
     d = std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo), 0,
-                                       siblings);
+                                       siblings, forward_pass);
   if (kind == DraftKind::Ngram) d = std::make_unique<NgramDrafter>(4, 1, 0.5, branches);
   if (kind == DraftKind::OtherLookup)
     d = std::make_unique<LookupFirstDrafter>(

@@ -32,10 +32,11 @@ double propose(Drafter& drafter, const std::vector<Sequence*>& seqs, const std::
 
 // Run the requests through an engine (n_ctx 256; one thread unless told) with
 // the drafter of `kind`; drafts are verified even where they do not pay (no
-// opting out).
+// opting out). forward_pass: the device of the target and of a draft model
+// (empty: the CPU).
 std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
-                               const std::vector<Request>& reqs, int max_batch = 1,
-                               int threads = 1);
+                               const std::vector<Request>& reqs, int max_batch = 1, int threads = 1,
+                               const ForwardPassFactory& forward_pass = {});
 
 Request greedy_request(std::vector<int> prompt, int n);
 

@@ -25,13 +25,15 @@ MemoryPlanRequest qwen_1_5b() {
   r.kv_block_size = 16;
   r.max_rows = 64;
   r.max_context = 32768;
+  r.input_bytes = 300000;
   return r;
 }
 
 TEST(CudaMemoryPlan, RegionsAreOrderedAlignedAndWithinTheBudget) {
   const MemoryPlanRequest r = qwen_1_5b();
   const MemoryPlan p = plan_device_memory(r);
-  const MemoryRegion regions[] = {p.weights, p.activations, p.attention_scratch, p.kv_cache};
+  const MemoryRegion regions[] = {p.weights, p.activations, p.attention_scratch, p.inputs,
+                                  p.kv_cache};
   size_t end = 0;
   for (const MemoryRegion& m : regions) {
     EXPECT_EQ(m.offset % kRegionAlign, 0u);
@@ -44,6 +46,7 @@ TEST(CudaMemoryPlan, RegionsAreOrderedAlignedAndWithinTheBudget) {
   EXPECT_GE(p.activations.bytes, sizeof(float) * 64 * activation_floats_per_row(r.dims));
   EXPECT_GE(p.attention_scratch.bytes,
             sizeof(float) * attention_scratch_floats(64, 12, 128, 32768));
+  EXPECT_GE(p.inputs.bytes, r.input_bytes);
 }
 
 TEST(CudaMemoryPlan, KvBlocksFillTheRestAndNotOneMore) {

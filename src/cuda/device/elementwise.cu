@@ -26,6 +26,13 @@ __global__ void add_kernel(float* __restrict__ x, const float* __restrict__ b, i
   if (i < n) x[i] += b[i];
 }
 
+// x[r, i] += b[i]: the same bias added to every row (one thread per value).
+__global__ void add_rows_kernel(float* __restrict__ x, const float* __restrict__ b, int64_t n,
+                                int row_elems) {
+  const int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x;
+  if (i < n) x[i] += b[i % row_elems];
+}
+
 // One thread per rotated pair: row r, head h, pair i (Normal: (2i, 2i+1), NeoX:
 // (i, i + half)), with row r's angle i.
 __global__ void rope_kernel(float* x, int rows, int64_t row_stride, int n_heads, int head_dim,
@@ -57,6 +64,13 @@ void add_inplace(float* x, const float* b, int64_t n, Stream stream) {
   if (n < 1) return;
   add_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, b, n);
   check_launch("cuda::add_inplace");
+}
+
+void add_rows(float* x, const float* b, int rows, int row_elems, Stream stream) {
+  const int64_t n = int64_t{rows} * row_elems;
+  if (n < 1) return;
+  add_rows_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, b, n, row_elems);
+  check_launch("cuda::add_rows");
 }
 
 void rope(float* x, int rows, int64_t row_stride, int n_heads, int head_dim, const float* cos,

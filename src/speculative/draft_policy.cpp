@@ -286,7 +286,11 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   recent_ms_ = tuning_.recent_fade * recent_ms_ + r.total_ms;
   probe_budget_ms_ =
       std::min(tuning_.probe_budget_cap_ms, probe_budget_ms_ + tuning_.probe_share * r.total_ms);
-  if (guarded()) guard_.record(r.requests, r.drafted > 0, r.emitted, r.total_ms);
+  // A round is the guard's drafted kind when the plan drafted, whatever the
+  // trim and the early stop left to verify: its catch-up and draft steps were
+  // paid, and counted as plain they would slow the reference drafting is held to.
+  if (guarded())
+    guard_.record(r.requests, r.drafting > 0 || r.drafted > 0, r.emitted, r.total_ms);
 }
 
 }  // namespace tandem

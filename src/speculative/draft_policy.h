@@ -73,8 +73,9 @@ struct DraftPolicyTuning {
   // a position.
   double probe_share = 0.01;
   // The most the budget holds (ms): a long stretch without probes does not buy
-  // a burst of them.
-  double probe_budget_cap_ms = 1000;
+  // a burst of them, and a probe dearer than this (a draft model more than
+  // ~100 tokens behind) is not sent at all.
+  double probe_budget_cap_ms = 250;
   // A request's first rounds draft as if its acceptance were at least what the
   // requests before it saw (all verdicts pooled, once this many drafts were
   // judged; probe_alpha before that) until this many of its own drafts were

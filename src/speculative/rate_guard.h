@@ -18,8 +18,10 @@ struct RateGuardTuning {
   // average acceptance's ups and downs, short enough to follow the text.
   double fade = 0.9;
   // Drafted rounds (after a trial's first) before a verdict: fewer would judge
-  // a few lucky or unlucky rounds.
-  int judge_after = 8;
+  // a few lucky or unlucky rounds (at 8, a busy machine turned drafting off at
+  // one request, where it gains 1.4x, in two of three bench serve levels). A
+  // trial's cost is bounded by trial_share, so a longer one is affordable.
+  int judge_after = 16;
   // Drafted rounds lose when they deliver less than this share of the plain
   // rate: a hair's difference is noise (and 0.98x is the promise), not a reason
   // to stop.

@@ -64,7 +64,9 @@ TEST(RateGuard, TrialsBackOffWhileTheyLose) {
     ASSERT_TRUE(g.allows(2)) << "trial " << trial;
     EXPECT_FALSE(g.drafting_off(2));
     g.record(2, true, 2, 20);
-    drafted_rounds(g, 2, t.judge_after, 1);
+    // Its rounds (and a plain refresh when one is due) until the verdict.
+    for (int n = 0; !g.drafting_off(2) && n < 4 * t.judge_after; ++n)
+      g.allows(2) ? g.record(2, true, 2, 20) : g.record(2, false, 2, 10);
     ASSERT_TRUE(g.drafting_off(2)) << "trial " << trial << " lost";
   }
 }
@@ -92,11 +94,14 @@ TEST(RateGuard, ADearTrialWaitsUntilItIsPaidFor) {
     while (!g.allows(4)) ++wait;
     return wait;
   };
-  // Shortfall 290 + 8 x 10 = 370 ms; a plain round is 10 ms: 370 / 0.1 rounds.
-  EXPECT_EQ(wait_after_trial(300, 20), 3700);
-  // Shortfall 8 x 0.5 = 4 ms (still below keep_above): paid for in 40 rounds,
-  // before the schedule's retry_after.
-  EXPECT_EQ(wait_after_trial(10, 10.5), t.retry_after);
+  // Shortfall 290 + judge_after x 10 ms; a plain round is 10 ms, of which
+  // trial_share pays for it.
+  EXPECT_EQ(wait_after_trial(300, 20),
+            static_cast<int>((290 + t.judge_after * 10) / (t.trial_share * 10)));
+  // Shortfall judge_after x 0.3 ms (4 tokens in 10.3 ms: still below
+  // keep_above): paid for before the schedule's retry_after.
+  ASSERT_LT(t.judge_after * 0.3 / (t.trial_share * 10), t.retry_after);
+  EXPECT_EQ(wait_after_trial(10, 10.3), t.retry_after);
 }
 
 // Drafting that wins stays on; a batch size drafted from its first round is
@@ -136,7 +141,8 @@ TEST(RateGuard, AHairBelowPlainIsNotALoss) {
   const RateGuardTuning t;
   RateGuard g(t);
   plain_rounds(g, 2, 3);  // 0.2 tokens per ms
-  for (int i = 0; i < 5 * t.judge_after; ++i) {
+  ASSERT_GT(t.plain_refresh, t.judge_after + 1);
+  for (int i = 0; i < t.plain_refresh; ++i) {  // judged, and no plain refresh due yet
     ASSERT_TRUE(g.allows(2));
     g.record(2, true, 2 * 199, 2 * 1000);  // 0.199 tokens per ms: 0.995x plain
   }

@@ -41,14 +41,13 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
     s.since_plain = 0;
     return;
   }
-  // What the round fell short of plain decoding (the trial's cost), its first
-  // round included.
-  ++s.since_plain;
-  if (s.plain.rate() > 0) s.trial_cost_ms += ms - emitted / s.plain.rate();
   // A trial's first drafted round pays the one-off catch-up of a draft model
   // that skipped the plain rounds before it: not the steady rate.
+  ++s.since_plain;
   if (s.drafted_rounds++ == 0) return;
   s.drafted.add(tuning_.fade, emitted, ms);
+  // What the judged rounds fell short of plain decoding: the trial's cost.
+  if (s.plain.rate() > 0) s.trial_cost_ms += ms - emitted / s.plain.rate();
   if (!has_evidence(s)) return;
   if (s.drafted.rate() < tuning_.keep_above * s.plain.rate()) {
     s.off = true;

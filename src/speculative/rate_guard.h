@@ -37,11 +37,15 @@ struct RateGuardTuning {
   // retry_after << max_backoff rounds.
   int retry_after = 64;
   int max_backoff = 4;
-  // A trial that loses costs what its rounds fell short of the plain rate (a
-  // draft model's catch-up on every request's missed tokens first of all: in
-  // a batch of four, 100-300 ms, several plain rounds). The wait before the
-  // next trial is at least that cost over this share of a plain round, so
-  // that trials take at most this share of the time whatever they cost.
+  // A trial that loses costs what its judged rounds fell short of the plain
+  // rate. The wait before the next trial is at least that cost over this share
+  // of a plain round, so that trials that lose by much (a batch where drafting
+  // cannot pay, new requests' catch-ups in every other round) take at most
+  // this share of the time; a trial that lost by a hair (a stretch of hard
+  // text at one request, where drafting wins 1.4x on the whole) keeps the
+  // schedule's short wait. Its first round's catch-up is not counted: every
+  // retry pays one, and charged to the verdict it made one unlucky verdict at
+  // one request cost 20 s of drafting (bench serve, chat prompts).
   double trial_share = 0.01;
 };
 

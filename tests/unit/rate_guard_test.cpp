@@ -71,10 +71,11 @@ TEST(RateGuard, TrialsBackOffWhileTheyLose) {
   }
 }
 
-// A trial's shortfall against the plain rate (its first round's catch-up
-// included) sets the wait before the next one: at least shortfall / (trial_share
-// x a plain round's ms) rounds, so that losing trials cost at most that share
-// of the time however dear they are; cheap ones keep the schedule's wait.
+// A trial's shortfall against the plain rate (its judged rounds', not its first
+// round's catch-up) sets the wait before the next one: at least shortfall /
+// (trial_share x a plain round's ms) rounds, so that trials that lose by much
+// cost at most that share of the time; those lost by a hair keep the
+// schedule's wait.
 TEST(RateGuard, ADearTrialWaitsUntilItIsPaidFor) {
   const RateGuardTuning t;
   // Plain: 4 tokens per 10 ms. Each trial: a first round of 4 tokens in
@@ -94,10 +95,10 @@ TEST(RateGuard, ADearTrialWaitsUntilItIsPaidFor) {
     while (!g.allows(4)) ++wait;
     return wait;
   };
-  // Shortfall 290 + judge_after x 10 ms; a plain round is 10 ms, of which
-  // trial_share pays for it.
-  EXPECT_EQ(wait_after_trial(300, 20),
-            static_cast<int>((290 + t.judge_after * 10) / (t.trial_share * 10)));
+  // Shortfall judge_after x 10 ms (the first round's 290 not counted); a plain
+  // round is 10 ms, of which trial_share pays for it.
+  EXPECT_EQ(wait_after_trial(300, 20), static_cast<int>(t.judge_after * 10 / (t.trial_share * 10)));
+  EXPECT_EQ(wait_after_trial(10, 20), wait_after_trial(300, 20)) << "the catch-up not charged";
   // Shortfall judge_after x 0.3 ms (4 tokens in 10.3 ms: still below
   // keep_above): paid for before the schedule's retry_after.
   ASSERT_LT(t.judge_after * 0.3 / (t.trial_share * 10), t.retry_after);
@@ -126,9 +127,9 @@ TEST(RateGuard, ATrialThatWinsTurnsDraftingBackOn) {
   plain_rounds(g, 1, 3);
   drafted_rounds(g, 1, t.judge_after + 1, 1);
   ASSERT_TRUE(g.drafting_off(1));
-  // The losing rounds fell 10 ms short each (20 ms for what plain does in 10):
+  // The judged rounds fell 10 ms short each (20 ms for what plain does in 10):
   // the wait pays for them at trial_share of a 10 ms plain round.
-  const int wait = static_cast<int>((t.judge_after + 1) * 10 / (t.trial_share * 10));
+  const int wait = static_cast<int>(t.judge_after * 10 / (t.trial_share * 10));
   for (int r = 1; r < wait; ++r) ASSERT_FALSE(g.allows(1)) << "round " << r;
   const int allowed = drafted_rounds(g, 1, 50, 4);  // 4 tokens per 20 ms: wins
   EXPECT_FALSE(g.drafting_off(1));

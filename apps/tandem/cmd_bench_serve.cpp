@@ -41,8 +41,8 @@ struct Opts {
   std::string prompts = "prompts/chat.jsonl";
   std::string levels = "1,4,16";
   int n = 64;
-  int requests = 0;      // > 0: a level is this many requests
-  double seconds = 10;   // otherwise: this many seconds of each mode's steps
+  int requests = 0;     // > 0: a level is this many requests
+  double seconds = 10;  // otherwise: this many seconds of each mode's steps
   int reps = 1;
   int threads = 0;
   int system_tokens = 512;

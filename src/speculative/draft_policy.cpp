@@ -289,8 +289,7 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   // A round is the guard's drafted kind when the plan drafted, whatever the
   // trim and the early stop left to verify: its catch-up and draft steps were
   // paid, and counted as plain they would slow the reference drafting is held to.
-  if (guarded())
-    guard_.record(r.requests, r.drafting > 0 || r.drafted > 0, r.emitted, r.total_ms);
+  if (guarded()) guard_.record(r.requests, r.drafting > 0 || r.drafted > 0, r.emitted, r.total_ms);
 }
 
 }  // namespace tandem

@@ -81,13 +81,13 @@ class RateGuard {
   };
   struct BatchState {
     Faded plain, drafted;
-    int plain_rounds = 0;    // plain rounds recorded (all time)
-    int drafted_rounds = 0;  // drafted rounds recorded in this trial
-    int since_plain = 0;     // drafted rounds since the last plain one
-    bool off = false;        // decoding plain: drafting lost here
-    int rounds_off = 0;      // rounds since it turned off
-    int wait = 0;            // rounds off before the next trial
-    int failed_trials = 0;   // trials in a row that lost
+    int plain_rounds = 0;      // plain rounds recorded (all time)
+    int drafted_rounds = 0;    // drafted rounds recorded in this trial
+    int since_plain = 0;       // drafted rounds since the last plain one
+    bool off = false;          // decoding plain: drafting lost here
+    int rounds_off = 0;        // rounds since it turned off
+    int wait = 0;              // rounds off before the next trial
+    int failed_trials = 0;     // trials in a row that lost
     double trial_cost_ms = 0;  // this trial's shortfall against the plain rate
   };
   // Enough rounds of both kinds for a verdict: judge_after drafted rounds

@@ -286,10 +286,13 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   recent_ms_ = tuning_.recent_fade * recent_ms_ + r.total_ms;
   probe_budget_ms_ =
       std::min(tuning_.probe_budget_cap_ms, probe_budget_ms_ + tuning_.probe_share * r.total_ms);
-  // A round is the guard's drafted kind when the plan drafted, whatever the
-  // trim and the early stop left to verify: its catch-up and draft steps were
-  // paid, and counted as plain they would slow the reference drafting is held to.
-  if (guarded()) guard_.record(r.requests, r.drafting > 0 || r.drafted > 0, r.emitted, r.total_ms);
+  // A round is the guard's drafted kind when it verified drafts, or when the
+  // plan had a draft model draft, whatever its early stop left to verify: the
+  // catch-up and draft steps were paid, and counted as plain they would slow
+  // the reference drafting is held to. A free drafter's round that found
+  // nothing to propose cost what a plain round costs, and is one.
+  const bool drafted = r.drafted > 0 || (r.drafting > 0 && !drafter_->free_proposals());
+  if (guarded()) guard_.record(r.requests, drafted, r.emitted, r.total_ms);
 }
 
 }  // namespace tandem

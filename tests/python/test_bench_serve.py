@@ -6,17 +6,20 @@ and finished requests counted, the greedy outputs compared and identical, the
 speedups (pooled and per rep) consistent with the levels' rates; and clear errors for
 bad options. No timing thresholds: performance lives in docs/benchmarks.md."""
 import json
+import os
 import subprocess
 import time
 
 from test_server import MODEL, TANDEM, check, finish
 
+SOURCE = os.environ.get("TANDEM_SOURCE_DIR", ".")
 LEVELS, REPS, MAX_TOKENS = [1, 3], 2, 12
 
 
 def run(*extra, levels=",".join(map(str, LEVELS)), draft="ngram", timeout=600):
     cmd = [TANDEM, "bench", "serve", "-m", str(MODEL), "-d", draft, "-n", str(MAX_TOKENS),
            "--concurrency", levels, "--reps", str(REPS),
+           "--prompts", os.path.join(SOURCE, "prompts", "chat.jsonl"),
            "--prefix-requests", "2", "--system-tokens", "64", *map(str, extra)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     data = None

@@ -268,6 +268,27 @@ TEST(DraftPolicy, RoundsThatPlannedDraftsAreDraftedForTheGuard) {
   EXPECT_NEAR(policy.rate_guard().plain_rate(4), 0.1, 1e-9) << "the plain reference is intact";
 }
 
+// A free drafter's round (n-gram, suffix) whose lookup found nothing verified no
+// draft and cost what a plain round costs: the guard counts it as plain. As
+// drafted, such rounds (a hair slower than plain for the lookup) turned
+// drafting off at one request before the text turned repetitive.
+TEST(DraftPolicy, AFreeDrafterRoundThatProposedNothingIsPlainForTheGuard) {
+  struct FreeDrafter final : Drafter {
+    std::string name() const override { return "free"; }
+    bool free_proposals() const override { return true; }
+    double propose(std::span<const DraftContext>, std::span<const int>, std::vector<Draft>&,
+                   const DraftStop*) override {
+      return 0.1;
+    }
+  } drafter;
+  DraftPolicy policy(&drafter, SpecOptions{4, false});
+  for (int r = 0; r < 3; ++r) policy.record_round({1, 20, 0, -1, 1, 20, 1, 0});
+  for (int r = 0; r < 4 * RateGuardTuning{}.judge_after; ++r)
+    policy.record_round({1, 20, 1, 0.1, 1, 20.5, 1, 0});  // lookups planned, nothing found
+  EXPECT_FALSE(policy.rate_guard().drafting_off(1));
+  EXPECT_FALSE(policy.rate_guard().judged(1)) << "no drafted round to judge";
+}
+
 // While probes fail, each waits twice as long as the one before, up to
 // probe_every << max_probe_backoff rounds.
 TEST(DraftPolicy, ProbesBackOffWhileTheyFail) {

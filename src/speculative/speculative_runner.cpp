@@ -17,8 +17,8 @@ double ms_since(Clock::time_point t) {
 }  // namespace
 
 SpeculativeRunner::SpeculativeRunner(ForwardPass& target, KVCache& cache, Drafter* drafter,
-                                     SpecOptions opt)
-    : target_(target), cache_(cache), drafter_(drafter), policy_(drafter, opt) {
+                                     SpecOptions opt, DraftPolicyTuning tuning)
+    : target_(target), cache_(cache), drafter_(drafter), policy_(drafter, opt, tuning) {
   // A pass's positions, reserved for the longest pass (its logits grow to the
   // longest pass met: resize_scratch).
   batch_.reserve(target.max_tokens());

@@ -35,7 +35,10 @@ namespace tandem {
 class SpeculativeRunner {
  public:
   // drafter may be null: plain decoding.
-  SpeculativeRunner(ForwardPass& target, KVCache& cache, Drafter* drafter, SpecOptions opt);
+  // tuning: the draft policy's constants (tests that need decisions that do
+  // not follow the wall clock change them).
+  SpeculativeRunner(ForwardPass& target, KVCache& cache, Drafter* drafter, SpecOptions opt,
+                    DraftPolicyTuning tuning = {});
 
   // One forward feeding chunks[i].second more tokens of chunks[i].first (tokens
   // its target cache lacks, up to its prefill_end()). A new request whose prompt

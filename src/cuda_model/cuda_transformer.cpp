@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/output_ranges.h"
 
 namespace tandem::cuda_model {
 namespace {
@@ -185,9 +186,7 @@ std::unique_ptr<KVCache> CudaTransformer::make_cache(const KVCacheConfig& config
 }
 
 void CudaTransformer::restrict_output(std::vector<std::pair<int, int>> ranges) {
-  for (auto [b, e] : ranges)
-    check(0 <= b && b < e && e <= vocab_size(), "output range [{}, {}) outside the vocabulary {}",
-          b, e, vocab_size());
+  check_output_ranges(ranges, vocab_size());
   output_ranges_ = std::move(ranges);
   output_parts_.clear();
   for (auto [b, e] : output_ranges_) output_parts_.push_back(matrix_rows(weights_.output(), b, e));

@@ -1,4 +1,5 @@
 #include "model/transformer.h"
+#include "model/output_ranges.h"
 
 #include <algorithm>
 #include <cmath>
@@ -245,9 +246,7 @@ void Transformer::add_block_output(int n) {
 }
 
 void Transformer::restrict_output(std::vector<std::pair<int, int>> ranges) {
-  for (auto [b, e] : ranges)
-    check(0 <= b && b < e && e <= vocab_size(), "output range [{}, {}) outside the vocabulary {}",
-          b, e, vocab_size());
+  check_output_ranges(ranges, vocab_size());
   output_ranges_ = std::move(ranges);
   output_parts_.clear();
   for (auto [b, e] : output_ranges_)

@@ -136,6 +136,10 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
                 "Let the cost model alone decide where to draft, without the check of the "
                 "tokens/s drafted rounds deliver against plain ones (for tests and "
                 "measurements that must see drafting where it does not pay)");
+  cmd->add_flag("--draft-always", s.draft_always,
+                "With a fixed -k: draft K tokens for every request in every round, whatever "
+                "the cost model and the rate guard would decide (to measure a K, or to "
+                "exercise the drafted path)");
 }
 
 void add_device_options(CLI::App* cmd, DeviceCliOptions& d) {
@@ -159,8 +163,10 @@ SpecOptions spec_options(const SpecCliOptions& s) {
   check(s.tree >= 0 && s.tree <= kMaxDraft, "--tree: must be in [0, {}], got {}", kMaxDraft,
         s.tree);
   o.tree_extra = s.tree;
-  o.rate_guard = !s.no_rate_guard;
+  o.rate_guard = !s.no_rate_guard && !s.draft_always;
+  o.opt_out = !s.draft_always;
   if (s.k == "auto") {
+    check(!s.draft_always, "--draft-always: needs a fixed draft length (-k N), not -k auto");
     o.adaptive = true;
     o.k = 12;
     return o;

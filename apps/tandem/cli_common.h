@@ -81,6 +81,7 @@ struct SpecCliOptions {
   std::string lookup_source = "ngram";
   size_t suffix_budget = kDefaultSuffixBudget;  // tokens the suffix index holds
   bool no_rate_guard = false;                   // drafting decided by the cost model alone
+  bool draft_always = false;                    // fixed K drafted every round, no opting out
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
 // Draft length options from -k; throws tandem::Error for K < 1 or a bad value.

@@ -140,6 +140,9 @@ def main():
         expect_error("K not a number",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram", "-k", "five"],
                      ["five"])
+        expect_error("--draft-always with -k auto",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram", "-k", "auto",
+                      "--draft-always"], ["--draft-always", "auto"])
         expect_error("missing draft model",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "nodraft.gguf"],
                      ["nodraft.gguf"])

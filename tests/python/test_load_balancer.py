@@ -532,15 +532,24 @@ def test_gateway_metrics():
 
         # n long requests at once on a batch of 2: 2 running, n-2 waiting. They
         # share a prompt prefix of a few blocks, which the later ones find cached.
+        # Each is sent once the server holds the one before, and the first two run
+        # for 320 steps: on a busy host, threads sent all at once could arrive after
+        # the first ones finished, and the server never held all six.
         shared = "You are a patient counting assistant who never skips a number. " * 6
         def one(i):
             return srv.client.completions.create(
                 model=MODEL_NAME, prompt=shared + f"Request {i}: count to a hundred.",
-                max_tokens=160,
+                max_tokens=320,
                 temperature=0, extra_body={"ignore_eos": True})
 
+        def held(m):
+            return m["vllm:num_requests_running"] + m["vllm:num_requests_waiting"]
+
         with concurrent.futures.ThreadPoolExecutor(n) as pool:
-            futures = [pool.submit(one, i) for i in range(n)]
+            futures = []
+            for i in range(n):
+                futures.append(pool.submit(one, i))
+                srv.wait_metric(lambda m: held(m) >= i + 1, 30)
             m = srv.wait_metric(lambda m: m["vllm:num_requests_running"] == max_batch
                                 and m["vllm:num_requests_waiting"] == n - max_batch, 30)
             check(m["vllm:num_requests_running"] == max_batch

@@ -106,11 +106,12 @@ def smollm2():
         expect_error(srv, "an unknown sampling mode is a 400", "/v1/completions",
                      {"prompt": "x", "sampling_mode": "exact"}, 400, param="sampling_mode",
                      code="invalid_value")
-    # --no-rate-guard: drafting here (sampled text, a 135M model) does not pay,
-    # and the rate guard would turn it off after a few rounds; the matrix is
-    # about identical text with speculation running, so it must keep running.
+    # --draft-always / --no-rate-guard: drafting here (sampled text, a 135M
+    # model) does not pay, and the cost model or the rate guard would turn it off
+    # after a few rounds; the matrix is about identical text with speculation
+    # running, so it must keep running.
     setups = [
-        ("n-gram k=4, one thread", ["--draft", "ngram", "-k", 4, "--no-rate-guard"], 1),
+        ("n-gram k=4, one thread", ["--draft", "ngram", "-k", 4, "--draft-always"], 1),
         ("n-gram auto, trees",
          ["--draft", "ngram", "-k", "auto", "--tree", 4, "--no-rate-guard"], 2),
     ]
@@ -135,7 +136,7 @@ def qwen_pair():
                  "qwen plain") as srv:
         want = matrix(srv.client, name, temps, n, structured=False)
     setups = [("auto K, trees, one thread", ["-k", "auto", "--tree", 4, "--no-rate-guard"], 1),
-              ("K=4, lookups first, two threads", ["-k", 4, "--draft-lookup", "--no-rate-guard"],
+              ("K=4, lookups first, two threads", ["-k", 4, "--draft-lookup", "--draft-always"],
                2)]
     for label, args, threads in setups:
         label = "Qwen2.5-Coder 1.5B with the 0.5B draft, " + label

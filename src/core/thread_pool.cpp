@@ -65,7 +65,9 @@ int ThreadPool::physical_cores() {
   return n > 0 ? n : 1;
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : physical_cores()) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads > 0 ? n_threads : physical_cores()),
+      chunk_runs_(std::make_unique<ChunkRun[]>(static_cast<size_t>(n_threads_))) {
   for (int i = 1; i < n_threads_; ++i) threads_.emplace_back(&ThreadPool::worker, this, i);
 }
 
@@ -113,6 +115,30 @@ void ThreadPool::run_self_scheduled(const std::function<void(int)>& fn) {
     return;
   }
   dispatch(fn);
+}
+
+void ThreadPool::run_chunks(int64_t n, const std::function<void(int64_t, int)>& fn) {
+  if (n_threads_ == 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i, 0);
+    return;
+  }
+  if (n <= 0) return;
+  for (int t = 0; t < n_threads_; ++t) {
+    chunk_runs_[t].next.store(n * t / n_threads_, std::memory_order_relaxed);
+    chunk_runs_[t].end = n * (t + 1) / n_threads_;
+  }
+  struct Region {  // one reference for the job, so that std::function does not allocate
+    const std::function<void(int64_t, int)>& fn;
+    ChunkRun* runs;
+    int threads;
+  } region{fn, chunk_runs_.get(), n_threads_};
+  dispatch([&region](int t) {
+    for (int d = 0; d < region.threads; ++d) {
+      ChunkRun& run = region.runs[(t + d) % region.threads];
+      for (int64_t i; (i = run.next.fetch_add(1, std::memory_order_relaxed)) < run.end;)
+        region.fn(i, t);
+    }
+  });
 }
 
 ThreadPool::Timing ThreadPool::timing() const {

@@ -348,6 +348,41 @@ TEST(ThreadPool, RunsEveryChunkOnceAcrossManyRegions) {
   for (auto& it : items) ASSERT_EQ(it.load(), 1);
 }
 
+// run_chunks: every chunk once; each thread's own contiguous run first and in
+// order (one stream of memory per thread), other runs only after its own is
+// empty. Many regions, so that workers join late in some of them.
+TEST(ThreadPool, RunChunksGivesEachThreadItsOwnRunFirstAndInOrder) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 2, 5, 97, 1000}) {
+      for (int rep = 0; rep < 50; ++rep) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::vector<std::vector<int64_t>> taken(threads);  // each written by its thread only
+        pool.run_chunks(n, [&](int64_t i, int t) {
+          hits[i].fetch_add(1);
+          taken[t].push_back(i);
+        });
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[i].load(), 1) << threads << " threads, " << n << " chunks, chunk " << i;
+        for (int t = 0; t < threads; ++t) {
+          const int64_t begin = n * t / threads, end = n * (t + 1) / threads;
+          bool helping = false;  // took a chunk of another thread's run
+          int64_t last_own = -1;
+          for (int64_t i : taken[t]) {
+            const bool own = i >= begin && i < end;
+            ASSERT_FALSE(own && helping) << "thread " << t << " went back to its run at " << i;
+            if (own) {
+              ASSERT_GT(i, last_own) << "thread " << t << " took its run out of order";
+              last_own = i;
+            }
+            helping |= !own;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ScratchBuffer, GrowsAtLeastTwofoldAndOnlyWhenItMust) {
   AlignedVector<float> v;
   resize_scratch(v, 100);
@@ -376,6 +411,14 @@ TEST(ThreadPool, PropagatesExceptionsFromAnyThread) {
   pool.parallel_for(
       10, [&](int64_t, int64_t, int) { ++calls; }, 100);  // still usable
   EXPECT_EQ(calls, 1);
+  EXPECT_THROW(pool.run_chunks(4,
+                               [](int64_t i, int) {
+                                 if (i == 3) throw std::runtime_error("chunk failed");
+                               }),
+               std::runtime_error);
+  std::atomic<int> chunks{0};
+  pool.run_chunks(4, [&](int64_t, int) { ++chunks; });  // still usable
+  EXPECT_EQ(chunks.load(), 4);
 }
 
 }  // namespace

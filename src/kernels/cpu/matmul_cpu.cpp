@@ -1,10 +1,10 @@
 // The matmul driver: quantizes the activations once per form the weights need,
-// cuts the output columns of every matrix into chunks and lets the pool's
-// threads take chunks from a shared counter. Work is split by output columns
+// cuts the output columns of every matrix into chunks, numbered in memory order,
+// and hands each pool thread a contiguous run of them first
+// (ThreadPool::run_chunks). Work is split by output columns
 // only, never inside a dot product, so which thread computes a column does not
 // change its value.
 #include <algorithm>
-#include <atomic>
 
 #include "core/error.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -149,12 +149,9 @@ void CpuKernels::matmul_rows(const TensorView* const* Ws, int count, const float
   struct Job {
     const MatmulPlan& plan;
     std::vector<WorkerScratch>& workers;
-    std::atomic<int64_t> next{0};
   } job{plan, workers_};
-  pool().run_self_scheduled([&job](int thread) {
-    for (int64_t i; (i = job.next.fetch_add(1, std::memory_order_relaxed)) < job.plan.total_chunks;)
-      job.plan.run(i, job.workers[thread]);
-  });
+  pool().run_chunks(plan.total_chunks,
+                    [&job](int64_t i, int thread) { job.plan.run(i, job.workers[thread]); });
 }
 
 }  // namespace tandem::kernels::cpu

@@ -3,6 +3,7 @@
 // of a slot; speculative decoding rolls back with truncate_to.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -58,11 +59,16 @@ class KVCache {
   // Offer the slot's full blocks that hold the first tokens.size() positions
   // (prompt tokens only: never drafts or generated tokens) to the prefix cache.
   virtual void publish_prefix(int slot, const std::vector<int>& tokens) {}
+  // The positions attach_prefix(slot, tokens) would map now, without mapping them.
+  virtual int cached_prefix(std::span<const int> tokens) const { return 0; }
 
   struct Stats {
     int64_t blocks_total = 0, blocks_used = 0;  // used: referenced by some slot
     int64_t blocks_cached = 0;                  // unreferenced but kept for prefix reuse
     int block_size = 0;
+    // attach_prefix's lookups since the cache was made: the tokens looked up,
+    // and the positions they mapped (prefill or catch-up skipped).
+    int64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   };
   virtual Stats stats() const = 0;
 

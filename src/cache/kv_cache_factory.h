@@ -16,6 +16,10 @@ struct KVCacheConfig {
   int n_ctx = 4096;         // contiguous: positions per slot
   int64_t n_positions = 0;  // paged: positions in the pool (0: n_slots * n_ctx)
   int block_size = 16;      // paged
+  // Paged: requests may share the blocks of a common prefix (attach_prefix,
+  // publish_prefix). The engine sets it from EngineOptions::prefix_cache, and a
+  // draft model's cache follows the target's.
+  bool share_prefixes = false;
   DType type = DType::F16;
 };
 

@@ -225,28 +225,47 @@ int64_t PagedKVCache::positions_needed(int slot, int new_len) const {
 
 int64_t PagedKVCache::total_positions() const { return int64_t{pool_.n_blocks()} * block_size_; }
 
-int PagedKVCache::attach_prefix(int slot, const std::vector<int>& tokens) {
-  Slot& s = checked_slot(slot, "attach_prefix");
-  check(s.length == 0 && s.blocks.empty(),
-        "paged KV cache: attach_prefix: slot {} is not empty (length {}, {} blocks)", slot,
-        s.length, s.blocks.size());
-  const int n_tokens = static_cast<int>(tokens.size());
-  // Never the block holding the last token: its logits must be computed.
-  const int max_blocks = n_tokens > 0 ? (n_tokens - 1) / block_size_ : 0;
+template <class Fn>
+void PagedKVCache::walk_prefix(std::span<const int> tokens, int max_blocks, Fn&& fn) const {
   uint64_t hash = PrefixIndex::kRootHash;
   int parent = -1;
   for (int i = 0; i < max_blocks; ++i) {
     const int* block_tokens = tokens.data() + size_t(i) * block_size_;
     hash = index_.chain_hash(hash, block_tokens);
     const int b = index_.find(hash, parent, block_tokens);
-    if (b < 0) break;
-    pool_.acquire(b);
-    push_block(s, b);
+    if (b < 0) return;
+    fn(b);
     parent = b;
   }
+}
+
+namespace {
+// Never the block holding the last token: its logits must be computed.
+int attachable_blocks(size_t n_tokens, int block_size) {
+  return n_tokens > 0 ? static_cast<int>((n_tokens - 1) / static_cast<size_t>(block_size)) : 0;
+}
+}  // namespace
+
+int PagedKVCache::attach_prefix(int slot, const std::vector<int>& tokens) {
+  Slot& s = checked_slot(slot, "attach_prefix");
+  check(s.length == 0 && s.blocks.empty(),
+        "paged KV cache: attach_prefix: slot {} is not empty (length {}, {} blocks)", slot,
+        s.length, s.blocks.size());
+  walk_prefix(tokens, attachable_blocks(tokens.size(), block_size_), [&](int b) {
+    pool_.acquire(b);
+    push_block(s, b);
+  });
   s.shared_blocks = static_cast<int>(s.blocks.size());
   s.length = s.shared_blocks * block_size_;
+  prefix_queried_ += static_cast<int64_t>(tokens.size());
+  prefix_hits_ += s.length;
   return s.length;
+}
+
+int PagedKVCache::cached_prefix(std::span<const int> tokens) const {
+  int blocks = 0;
+  walk_prefix(tokens, attachable_blocks(tokens.size(), block_size_), [&](int) { ++blocks; });
+  return blocks * block_size_;
 }
 
 void PagedKVCache::publish_prefix(int slot, const std::vector<int>& tokens) {
@@ -292,6 +311,8 @@ KVCache::Stats PagedKVCache::stats() const {
   st.blocks_total = pool_.n_blocks();
   st.blocks_cached = pool_.n_cached();
   st.blocks_used = st.blocks_total - pool_.n_free() - pool_.n_cached();
+  st.prefix_queried_tokens = prefix_queried_;
+  st.prefix_hit_tokens = prefix_hits_;
   return st;
 }
 

@@ -40,6 +40,7 @@ class PagedKVCache final : public KVCache {
   int64_t positions_needed(int slot, int new_len) const override;
   int attach_prefix(int slot, const std::vector<int>& tokens) override;
   void publish_prefix(int slot, const std::vector<int>& tokens) override;
+  int cached_prefix(std::span<const int> tokens) const override;
   Stats stats() const override;
 
   int n_slots() const { return static_cast<int>(slots_.size()); }
@@ -65,6 +66,10 @@ class PagedKVCache final : public KVCache {
     std::vector<const void*> k_ptrs, v_ptrs;
   };
 
+  // The indexed blocks that hold the start of `tokens`, in order, up to
+  // max_blocks; fn(block) for each.
+  template <class Fn>
+  void walk_prefix(std::span<const int> tokens, int max_blocks, Fn&& fn) const;
   Slot& checked_slot(int slot, const char* what);
   const Slot& checked_slot(int slot, const char* what) const;
   // A block for a slot: from the free list, else by evicting the LRU cached block.
@@ -81,7 +86,8 @@ class PagedKVCache final : public KVCache {
   BlockPool pool_;
   PrefixIndex index_;
   std::vector<Slot> slots_;
-  std::vector<int> free_slots_;  // stack; the lowest ids are handed out first
+  std::vector<int> free_slots_;                   // stack; the lowest ids are handed out first
+  int64_t prefix_queried_ = 0, prefix_hits_ = 0;  // Stats' attach_prefix counts
 };
 
 }  // namespace tandem

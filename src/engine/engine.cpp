@@ -21,6 +21,7 @@ KVCacheConfig engine_cache_config(const EngineOptions& opt) {
   KVCacheConfig kv = opt.kv;
   kv.n_slots = opt.max_batch;
   kv.n_ctx = opt.n_ctx;
+  kv.share_prefixes = opt.prefix_cache && kv.kind == KVCacheConfig::Kind::Paged;
   return kv;
 }
 

@@ -130,18 +130,25 @@ std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s, b
     w.sample("tandem_kv_blocks_cached", fmt::format("cache=\"{}\"", c.name), c.st.blocks_cached);
   w.single("tandem_kv_block_size", "gauge", "Positions per KV cache block", m.kv.block_size);
 
-  // Only the target's cache shares prompt blocks (the draft model recomputes
-  // its own prompt), so these carry the one label.
+  // The target's lookups are counted by the engine (a request's prompt, once
+  // per admission); a draft model's by its cache (a request's text so far,
+  // when the draft model first catches up on it).
   const char* target = "cache=\"target\"";
+  const char* draft = "cache=\"draft\"";
   w.header("tandem_prefix_cache_queried_tokens_total", "counter",
-           "Prompt tokens looked up in the prefix cache, once per admission");
+           "Tokens looked up in the prefix cache: the target's prompts, once per admission; "
+           "the draft model's text, once per request it drafts for");
   w.sample("tandem_prefix_cache_queried_tokens_total", target, m.prefix_queried_tokens);
+  w.sample("tandem_prefix_cache_queried_tokens_total", draft, m.draft_kv.prefix_queried_tokens);
   w.header("tandem_prefix_cache_hit_tokens_total", "counter",
-           "Prompt tokens found in the prefix cache (their prefill was skipped)");
+           "Tokens found in the prefix cache (their prefill or catch-up was skipped)");
   w.sample("tandem_prefix_cache_hit_tokens_total", target, m.prefix_hit_tokens);
+  w.sample("tandem_prefix_cache_hit_tokens_total", draft, m.draft_kv.prefix_hit_tokens);
   w.header("tandem_prefix_cache_hit_rate", "gauge", "Hit tokens / queried tokens since start");
   w.sample("tandem_prefix_cache_hit_rate", target,
            ratio(m.prefix_hit_tokens, m.prefix_queried_tokens));
+  w.sample("tandem_prefix_cache_hit_rate", draft,
+           ratio(m.draft_kv.prefix_hit_tokens, m.draft_kv.prefix_queried_tokens));
 
   w.histogram("tandem_time_to_first_token_seconds", "From submission to the first generated token",
               m.time_to_first_token);

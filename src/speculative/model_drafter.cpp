@@ -65,6 +65,7 @@ ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& 
   check_draft_compatible(draft, target);
   check(vocab_limit >= 0, "draft vocabulary limit must be >= 0, got {}", vocab_limit);
   cache.n_ctx = n_ctx_;
+  share_block_ = cache.share_prefixes ? cache.block_size : 0;
   ForwardPassSpec spec;  // passes of the default length, as the target's prefill chunk
   spec.max_tokens = Transformer::kDefaultMaxTokens;
   spec.kv = cache;
@@ -93,8 +94,9 @@ ModelDrafter::ModelDrafter(const Model& draft, const Model& target, ThreadPool& 
 }
 
 int64_t ModelDrafter::positions_needed(const DraftContext& req, int k) {
-  SeqState* st = state_for(req.id);
-  if (!st || k <= 0) return 0;
+  if (k <= 0) return 0;
+  SeqState* st = state_for(req);
+  if (!st) return 0;
   const int len = static_cast<int>(req.tokens.size());
   return cache_->positions_needed(st->slot, std::min(len + k - 1, n_ctx_));
 }
@@ -103,7 +105,10 @@ ModelDrafter::~ModelDrafter() = default;
 
 int ModelDrafter::catch_up_tokens(const DraftContext& req) const {
   auto it = states_.find(req.id);
-  const size_t have = it == states_.end() ? 0 : it->second.cached.size();
+  // A request without a state would attach its cached prefix first.
+  const size_t have = it != states_.end() ? it->second.cached.size()
+                      : share_block_      ? static_cast<size_t>(cache_->cached_prefix(req.tokens))
+                                          : 0;
   const size_t len = req.tokens.size();
   return len > have + 1 ? static_cast<int>(len - have - 1) : 0;
 }
@@ -114,14 +119,27 @@ double ModelDrafter::catch_up_ms(const DraftContext& req) const {
 
 std::string ModelDrafter::name() const { return "model:" + draft_.path(); }
 
-ModelDrafter::SeqState* ModelDrafter::state_for(int request_id) {
-  auto it = states_.find(request_id);
+ModelDrafter::SeqState* ModelDrafter::state_for(const DraftContext& req) {
+  auto it = states_.find(req.id);
   if (it != states_.end()) return &it->second;
   int slot = cache_->allocate();
   if (slot < 0) return nullptr;
-  SeqState& st = states_.emplace(request_id, SeqState{slot, {}}).first->second;
+  SeqState& st = states_.emplace(req.id, SeqState{slot, {}}).first->second;
   st.cached.reserve(static_cast<size_t>(n_ctx_));  // the slot's tokens never reallocate
+  if (share_block_) {
+    prefix_tokens_.assign(req.tokens.begin(), req.tokens.end());
+    st.shared = cache_->attach_prefix(slot, prefix_tokens_);
+    st.cached.assign(req.tokens.begin(), req.tokens.begin() + st.shared);
+  }
   return &st;
+}
+
+void ModelDrafter::publish(SeqState& st, std::span<const int> tokens) {
+  const int settled = static_cast<int>(tokens.size()) - 1;
+  if (!share_block_ || settled / share_block_ * share_block_ <= st.shared) return;
+  prefix_tokens_.assign(tokens.begin(), tokens.begin() + settled);
+  cache_->publish_prefix(st.slot, prefix_tokens_);
+  st.shared = settled / share_block_ * share_block_;
 }
 
 float ModelDrafter::softmax_prob(const float* logits, int token) const {
@@ -211,6 +229,8 @@ double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const
     else if (!feed_last_drafts(out, step))
       break;  // every draft stopped early
     timed_forward(step, times);
+    if (step == 0)
+      for (Job& j : jobs()) publish(*j.st, reqs[j.i].tokens);
     choose_tokens(reqs, step, out, stop);
   }
   for (const Job& j : jobs()) add_siblings(j.siblings, out[j.i]);
@@ -222,7 +242,7 @@ bool ModelDrafter::select_jobs(std::span<const DraftContext> reqs, std::span<con
   n_jobs_ = 0;
   for (size_t i = 0; i < reqs.size(); ++i) {
     if (k[i] <= 0) continue;
-    SeqState* st = state_for(reqs[i].id);
+    SeqState* st = state_for(reqs[i]);
     if (!st) continue;  // no free slot in the draft cache
     const int len = static_cast<int>(reqs[i].tokens.size());
     // Drafting k tokens writes positions up to len + k - 2.
@@ -347,6 +367,12 @@ void ModelDrafter::sync(const DraftContext& req, const Draft&, int) {
   size_t common = 0;
   while (common < st.cached.size() && common < toks.size() && st.cached[common] == toks[common])
     ++common;
+  if (static_cast<int>(common) < st.shared) {
+    // The request's text changed inside its shared blocks (which are
+    // read-only): start it again in a fresh slot.
+    release(req.id);
+    return;
+  }
   st.cached.resize(common);
   cache_->truncate_to(st.slot, static_cast<int>(common));
 }

@@ -3,7 +3,9 @@
 // round for a sequence it prefills that prefix (lazily: the target's prefill
 // never waits for the draft), and after every round it truncates its cache to
 // the tokens the target kept. All sequences draft together: each draft step is
-// one batched forward of the draft model.
+// one batched forward of the draft model. Where its cache shares prefixes
+// (KVCacheConfig::share_prefixes, as the engine's does) a new sequence attaches
+// the blocks earlier ones published and catches up on the rest only.
 #pragma once
 #include <map>
 #include <memory>
@@ -65,8 +67,16 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   struct SeqState {
     int slot = -1;
     std::vector<int> cached;  // the tokens whose K/V the slot holds, in order
+    int shared = 0;           // leading positions in shared prefix blocks (never truncated)
   };
-  SeqState* state_for(int request_id);  // allocates a slot; null when none is free
+  // The request's state; a new one gets a slot (null when none is free) with
+  // the blocks of its longest cached prefix attached.
+  SeqState* state_for(const DraftContext& req);
+  // Offer the full blocks of a state's settled tokens (all but the last, which
+  // has no K/V before the round) to the prefix cache, once they fill a new
+  // block: a later request that starts the same way (a system prompt, the next
+  // turn of a conversation) attaches them instead of catching up on them.
+  void publish(SeqState& st, std::span<const int> tokens);
 
   // One request's drafting in a propose() call.
   struct Job {
@@ -118,6 +128,8 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   int siblings_;
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;                  // by request id
+  int share_block_ = 0;              // the cache's block size where it shares prefixes, else 0
+  std::vector<int> prefix_tokens_;   // attach/publish's argument (kept: no allocation per call)
   AlignedVector<float> logits_;      // cache-line aligned rows for the LM head's stores
   GumbelSampler gumbel_;             // reproducible mode's choices
   std::vector<float> sibling_rest_;  // optimal mode: q without the chain's token

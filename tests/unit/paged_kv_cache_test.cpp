@@ -419,8 +419,15 @@ TEST(PagedPrefixCache, SharedPrefixIsReusedAndLogitsStayExact) {
   EXPECT_EQ(cache.shared_length(s1), 40);  // 5 full blocks; block 5 (positions 40..44) private
 
   // Second request: attaches the 5 shared blocks and computes only its own tail.
+  // cached_prefix tells as much beforehand, taking no reference.
+  EXPECT_EQ(cache.cached_prefix(p2), 40);
+  EXPECT_EQ(cache.cached_prefix(std::span<const int>(p2).first(40)), 32) << "not the last block";
+  EXPECT_EQ(cache.cached_prefix(test::pseudo_random_ids(47, V, 15)), 0);
+  for (int blk : first_blocks(cache.block_table(s1), 5)) EXPECT_EQ(cache.block_refs(blk), 1);
   int s2 = cache.allocate();
   ASSERT_EQ(cache.attach_prefix(s2, p2), 40);
+  EXPECT_EQ(cache.stats().prefix_queried_tokens, 45 + 47) << "both attach_prefix calls' tokens";
+  EXPECT_EQ(cache.stats().prefix_hit_tokens, 40);
   EXPECT_EQ(cache.length(s2), 40);
   EXPECT_EQ(first_blocks(cache.block_table(s2), 5), first_blocks(cache.block_table(s1), 5));
   for (int blk : first_blocks(cache.block_table(s2), 5)) EXPECT_EQ(cache.block_refs(blk), 2);

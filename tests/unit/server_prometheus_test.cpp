@@ -33,6 +33,8 @@ EngineMetrics sample_metrics() {
   m.kv = {100, 30, 10, 16};
   m.prefix_queried_tokens = 200;
   m.prefix_hit_tokens = 50;
+  m.draft_kv.prefix_queried_tokens = 80;
+  m.draft_kv.prefix_hit_tokens = 60;
   return m;
 }
 
@@ -100,6 +102,9 @@ TEST(ServerPrometheus, ValuesAndFormat) {
   EXPECT_DOUBLE_EQ(m.at("tandem_prefix_cache_hit_rate{cache=\"target\"}"), 0.25);
   EXPECT_EQ(m.at("tandem_prefix_cache_queried_tokens_total{cache=\"target\"}"), 200);
   EXPECT_EQ(m.at("tandem_prefix_cache_hit_tokens_total{cache=\"target\"}"), 50);
+  EXPECT_EQ(m.at("tandem_prefix_cache_queried_tokens_total{cache=\"draft\"}"), 80);
+  EXPECT_EQ(m.at("tandem_prefix_cache_hit_tokens_total{cache=\"draft\"}"), 60);
+  EXPECT_DOUBLE_EQ(m.at("tandem_prefix_cache_hit_rate{cache=\"draft\"}"), 0.75);
   // Histograms: cumulative buckets, +Inf equal to the count, the sum of the observations.
   EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"1\"}"), 2);
   EXPECT_EQ(m.at("tandem_tokens_per_round_bucket{le=\"3\"}"), 3);

@@ -69,6 +69,96 @@ TEST(SpeculativeEngine, BatchedRequestsMatchRunningAlone) {
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i].tokens, plain[i].tokens) << i;
 }
 
+// A draft model's cache shares prefix blocks as the target's does: a request
+// that starts as an earlier one did attaches that one's published blocks and
+// catches up on the rest only, with the same drafts as a cache that recomputes
+// them (the blocks hold bit-identical K/V).
+TEST(ModelDrafterPrefix, AttachesWhatEarlierRequestsPublishedAndDraftsTheSame) {
+  Models m = load_models(Arch::Qwen2, 384, true);
+  ThreadPool pool(1);
+  KVCacheConfig kv;
+  kv.kind = KVCacheConfig::Kind::Paged;
+  kv.n_slots = 4;
+  kv.n_ctx = 256;
+  kv.block_size = 16;
+  KVCacheConfig shared = kv;
+  shared.share_prefixes = true;
+  ModelDrafter alone(*m.same_q8, *m.target, pool, kv);
+  ModelDrafter sharing(*m.same_q8, *m.target, pool, shared);
+  const std::vector<int> a = pseudo_random_ids(50, 384, 7);
+  std::vector<int> b(a.begin(), a.begin() + 40);  // a's first 40 tokens: two full blocks
+  for (int t : pseudo_random_ids(20, 384, 8)) b.push_back(t);
+  SamplingParams sp;  // greedy
+  const std::vector<DraftContext> ca{{1, a, &sp}}, cb{{2, b, &sp}};
+  const std::vector<int> k{4};
+  EXPECT_EQ(sharing.catch_up_tokens(cb[0]), 59) << "nothing published yet";
+
+  std::vector<Draft> d_alone, d_sharing;
+  alone.propose(ca, k, d_alone);
+  sharing.propose(ca, k, d_sharing);
+  ASSERT_EQ(d_sharing[0].tokens, d_alone[0].tokens);
+  ASSERT_EQ(d_sharing[0].tokens.size(), 4u);
+  // a's 49 settled tokens filled three blocks, published; b starts with two of them.
+  EXPECT_EQ(sharing.catch_up_tokens(cb[0]), 59 - 32);
+  EXPECT_EQ(alone.catch_up_tokens(cb[0]), 59);
+  alone.propose(cb, k, d_alone);
+  sharing.propose(cb, k, d_sharing);
+  EXPECT_EQ(d_sharing[0].tokens, d_alone[0].tokens) << "attached blocks draft as recomputed ones";
+
+  // b's text changed inside its shared blocks (not something the engine does,
+  // but the blocks are read-only): the request starts again in a fresh slot.
+  std::vector<int> b2 = b;
+  b2[3] = (b2[3] + 1) % 384;
+  const std::vector<DraftContext> cb2{{2, b2, &sp}};
+  EXPECT_NO_THROW(sharing.sync(cb2[0], d_sharing[0], 0));
+  EXPECT_EQ(sharing.catch_up_tokens(cb2[0]), 59) << "no cached block starts like b2";
+  sharing.propose(cb2, k, d_sharing);
+  alone.sync(cb2[0], d_alone[0], 0);
+  alone.propose(cb2, k, d_alone);
+  EXPECT_EQ(d_sharing[0].tokens, d_alone[0].tokens);
+}
+
+// End to end on a paged engine with prefix caching: requests that share a
+// prompt prefix, batched, drafted by a model whose cache shares it too, give
+// plain greedy decoding's tokens.
+TEST(SpeculativeEngine, SharedDraftPrefixesMatchPlainDecoding) {
+  Models m = load_models(Arch::Llama, 384, true);
+  const std::vector<int> system = pseudo_random_ids(37, 384, 11);
+  std::vector<Request> reqs;
+  for (uint32_t i = 0; i < 5; ++i) {
+    std::vector<int> p = system;
+    for (int t : pseudo_random_ids(5 + 3 * static_cast<int>(i), 384, 20 + i)) p.push_back(t);
+    reqs.push_back(greedy_request(p, 40));
+  }
+  auto plain = run(m, DraftKind::None, {}, reqs);
+  ThreadPool pool(1);
+  EngineOptions eo;
+  eo.max_batch = 2;
+  eo.n_ctx = 256;
+  eo.kv.kind = KVCacheConfig::Kind::Paged;
+  eo.spec = {4, false};
+  eo.spec.opt_out = false;
+  auto drafter =
+      std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo));
+  const ModelDrafter& draft = *drafter;
+  Engine engine(*m.target, pool, eo, std::move(drafter));
+  std::vector<int> ids;
+  for (const auto& r : reqs) ids.push_back(engine.submit(r));
+  engine.run();
+  int drafted = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto r = engine.take_result(ids[i]);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->tokens, plain[i].tokens) << "request " << i;
+    drafted += r->stats.drafted;
+  }
+  EXPECT_GT(drafted, 0);
+  // The shared prefix's two full blocks stay cached in the draft's cache for the
+  // next request (the engine's prefix caching reached it).
+  EXPECT_GE(draft.cache().stats().blocks_cached, 2);
+  EXPECT_GE(draft.cache().stats().prefix_hit_tokens, 32) << "a later request attached them";
+}
+
 TEST(SpeculativeEngine, PenaltyAndStopStringsMatchPlainDecoding) {
   Models m = load_models(Arch::Qwen2, 384, true);
   std::vector<Request> reqs;

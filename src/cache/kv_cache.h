@@ -57,7 +57,8 @@ class KVCache {
   // starts there.
   virtual int attach_prefix(int slot, const std::vector<int>& tokens) { return 0; }
   // Offer the slot's full blocks that hold the first tokens.size() positions
-  // (prompt tokens only: never drafts or generated tokens) to the prefix cache.
+  // to the prefix cache: settled text only, never drafts (the engine publishes
+  // prompts; a draft model the text it caught up on, all of it final).
   virtual void publish_prefix(int slot, const std::vector<int>& tokens) {}
   // The positions attach_prefix(slot, tokens) would map now, without mapping them.
   virtual int cached_prefix(std::span<const int> tokens) const { return 0; }

@@ -1,11 +1,11 @@
 #include "model/transformer.h"
-#include "model/output_ranges.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/error.h"
+#include "model/output_ranges.h"
 #include "quant/quants.h"
 
 namespace tandem {

@@ -291,8 +291,10 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   // catch-up and draft steps were paid, and counted as plain they would slow
   // the reference drafting is held to. A free drafter's round that found
   // nothing to propose cost what a plain round costs, and is one.
-  const bool drafted = r.drafted > 0 || (r.drafting > 0 && !drafter_->free_proposals());
-  if (guarded()) guard_.record(r.requests, drafted, r.emitted, r.total_ms);
+  if (guarded()) {
+    const bool drafted = r.drafted > 0 || (r.drafting > 0 && !drafter_->free_proposals());
+    guard_.record(r.requests, drafted, r.emitted, r.total_ms);
+  }
 }
 
 }  // namespace tandem

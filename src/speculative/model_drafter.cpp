@@ -105,10 +105,18 @@ ModelDrafter::~ModelDrafter() = default;
 
 int ModelDrafter::catch_up_tokens(const DraftContext& req) const {
   auto it = states_.find(req.id);
-  // A request without a state would attach its cached prefix first.
-  const size_t have = it != states_.end() ? it->second.cached.size()
-                      : share_block_      ? static_cast<size_t>(cache_->cached_prefix(req.tokens))
-                                          : 0;
+  size_t have = 0;
+  if (it != states_.end()) {
+    have = it->second.cached.size();
+  } else if (share_block_) {  // it would attach its cached prefix first
+    // attach_prefix never maps the block holding the last token.
+    const int limit = (static_cast<int>(req.tokens.size()) - 1) / share_block_ * share_block_;
+    auto [memo, added] = attachable_.try_emplace(req.id);
+    Attachable& a = memo->second;
+    if (added || (a.positions == a.limit && limit > a.limit))
+      a = {cache_->cached_prefix(req.tokens), limit};
+    have = static_cast<size_t>(a.positions);
+  }
   const size_t len = req.tokens.size();
   return len > have + 1 ? static_cast<int>(len - have - 1) : 0;
 }
@@ -217,6 +225,7 @@ int ModelDrafter::sibling(const DraftContext& req, float* logits, const Draft& d
 
 double ModelDrafter::propose(std::span<const DraftContext> reqs, std::span<const int> k,
                              std::vector<Draft>& out, const DraftStop* stop) {
+  attachable_.clear();  // publication and eviction below change what requests would attach
   out.resize(reqs.size());
   for (auto& d : out) d.clear();
   if (!select_jobs(reqs, k, out)) return -1;
@@ -378,6 +387,7 @@ void ModelDrafter::sync(const DraftContext& req, const Draft&, int) {
 }
 
 void ModelDrafter::release(int request_id) {
+  attachable_.erase(request_id);
   auto it = states_.find(request_id);
   if (it == states_.end()) return;
   cache_->free(it->second.slot);

@@ -128,8 +128,18 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   int siblings_;
   std::vector<std::pair<int, int>> output_ranges_;  // the ids it may propose (empty: all)
   std::map<int, SeqState> states_;                  // by request id
-  int share_block_ = 0;              // the cache's block size where it shares prefixes, else 0
-  std::vector<int> prefix_tokens_;   // attach/publish's argument (kept: no allocation per call)
+  int share_block_ = 0;             // the cache's block size where it shares prefixes, else 0
+  std::vector<int> prefix_tokens_;  // attach/publish's argument (kept: no allocation per call)
+  // Requests without a state: the positions their text would attach, and the
+  // most its length allowed then, by id. The policy prices every request every
+  // round, and a plain request's text (a long conversation's) would be hashed
+  // again each time. The prefix index changes only inside propose()
+  // (publication, eviction), which clears this; a lookup that stopped at its
+  // length's limit is repeated once the text has grown past another block.
+  struct Attachable {
+    int positions = 0, limit = 0;
+  };
+  mutable std::map<int, Attachable> attachable_;
   AlignedVector<float> logits_;      // cache-line aligned rows for the LM head's stores
   GumbelSampler gumbel_;             // reproducible mode's choices
   std::vector<float> sibling_rest_;  // optimal mode: q without the chain's token

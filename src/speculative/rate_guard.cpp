@@ -41,9 +41,9 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
     s.since_plain = 0;
     return;
   }
+  ++s.since_plain;
   // A trial's first drafted round pays the one-off catch-up of a draft model
   // that skipped the plain rounds before it: not the steady rate.
-  ++s.since_plain;
   if (s.drafted_rounds++ == 0) return;
   s.drafted.add(tuning_.fade, emitted, ms);
   // What the judged rounds fell short of plain decoding: the trial's cost.

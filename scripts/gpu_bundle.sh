@@ -27,7 +27,7 @@ for t in cuda_weight_layout_test cuda_graph_buckets_test cuda_memory_plan_test c
   cp "$build/tests/$t" "$out/bin/"
 done
 strip --strip-debug "$out"/bin/*
-cp scripts/gpu_check.sh "$out/"
+cp scripts/gpu_check.sh scripts/gpu_bench.sh "$out/"
 
 # The libraries the machine lacks: what ldd resolves outside glibc, libstdc++
 # and libgcc (Ubuntu 24.04's are newer than the ones these were built against).

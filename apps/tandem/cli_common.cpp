@@ -144,17 +144,21 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
 
 void add_device_options(CLI::App* cmd, DeviceCliOptions& d) {
   cmd->add_option("--device", d.device,
-                  "Where the forward pass runs: cpu (default) or cuda (the CUDA backend: "
-                  "compiled, not yet run on a GPU; docs/cuda.md)")
+                  "Where the forward pass runs: cpu (default) or cuda (the CUDA backend, "
+                  "docs/cuda.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_flag("--no-cuda-graphs", d.no_graphs,
                 "With --device cuda: run every pass eagerly instead of replaying CUDA graphs");
+  cmd->add_flag("--no-cuda-fusion", d.no_fusion,
+                "With --device cuda: launch each matmul, bias, RoPE, KV store and SwiGLU on its "
+                "own (the same results; for comparing)");
 }
 
 ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d) {
   cuda_model::CudaOptions o;
   o.graphs = !d.no_graphs;
+  o.fused = !d.no_fusion;
   return cuda_model::forward_pass_factory(cuda_model::parse_device(d.device), o);
 }
 

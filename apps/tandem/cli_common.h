@@ -45,10 +45,11 @@ void add_prompt_options(CLI::App* cmd, PromptOptions& p);
 std::vector<int> prompt_ids(const Model& model, const PromptOptions& p);
 std::vector<int> parse_ids(const std::string& csv);
 
-// --device cpu|cuda and --no-cuda-graphs (generate, serve, bench).
+// --device cpu|cuda, --no-cuda-graphs and --no-cuda-fusion (generate, serve, bench).
 struct DeviceCliOptions {
   std::string device = "cpu";
   bool no_graphs = false;
+  bool no_fusion = false;
 };
 void add_device_options(CLI::App* cmd, DeviceCliOptions& d);
 // The forward pass the options ask for (empty: the CPU). Throws tandem::Error

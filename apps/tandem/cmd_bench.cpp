@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "cache/contiguous_kv_cache.h"
@@ -127,8 +128,59 @@ struct DecodeOptions {
   int verify_reps = 10;
   bool profile = false;
   std::string kv = "f16";
+  std::vector<int> verify_positions;  // more verify widths to time, beside K+1
+  std::vector<int> batches;           // decode steps of this many sequences at once
   DeviceCliOptions device;
 };
+
+// Median time of one forward over `m` new positions of `slot` (all logits, as a
+// verification needs), from `at`, the cache rolled back after each.
+double time_verify(ForwardPass& tf, KVCache& cache, int slot, const std::vector<int>& ids, int at,
+                   int m, int reps, float* logits) {
+  ForwardBatch b;
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    b.clear();
+    b.add_sequence(slot, &ids[at], m, at, m > 1, m == 1);
+    const auto t0 = Clock::now();
+    tf.forward(b, cache, logits);
+    t.push_back(seconds_since(t0));
+    cache.truncate_to(slot, at);
+  }
+  return median(t);
+}
+
+struct BatchRate {
+  int batch;
+  double step_ms, tok_per_s;
+};
+
+// Decode throughput with `batch` sequences in flight: each prefilled with
+// `prompt` tokens, then `steps` decode steps of one position per sequence (the
+// steady state of continuous batching at that concurrency, without a scheduler).
+BatchRate time_batched_decode(ForwardPass& tf, KVCache& cache, const std::vector<int>& ids,
+                              int batch, int prompt, int steps, float* logits) {
+  std::vector<int> slots(batch);
+  ForwardBatch b;
+  for (int& s : slots) {
+    s = cache.allocate();
+    b.clear();
+    b.add_sequence(s, ids.data(), prompt, 0, false, true);
+    tf.forward(b, cache, logits);
+  }
+  auto step = [&](int i) {
+    b.clear();
+    for (int s = 0; s < batch; ++s)
+      b.add_sequence(slots[s], &ids[prompt + i], 1, prompt + i, false, true);
+    tf.forward(b, cache, logits);
+  };
+  step(0);  // warm-up (on a device: the bucket's graph is captured here)
+  const auto t0 = Clock::now();
+  for (int i = 1; i <= steps; ++i) step(i);
+  const double sec = seconds_since(t0);
+  for (int s : slots) cache.free(s);
+  return {batch, 1000.0 * sec / steps, batch * steps / sec};
+}
 
 void run_decode_bench(const DecodeOptions& o) {
   check(o.prompt_tokens >= 1 && o.gen_tokens >= 1 && o.k >= 1 && o.verify_reps >= 1,
@@ -139,18 +191,32 @@ void run_decode_bench(const DecodeOptions& o) {
   ThreadPool pool(o.threads);
   kernels::KernelConfig kernel_config = kernels::kernel_config_from_env();
   kernel_config.profile = o.profile;
+  const auto load_t0 = Clock::now();
   auto model = Model::load(o.model, kernel_config);
-  const int ctx = o.prompt_tokens + o.gen_tokens + o.k + 2;
+  const double load_s = seconds_since(load_t0);
+  int widest = o.k + 1, max_batch = 1;
+  for (int m : o.verify_positions) {
+    check(m >= 1, "bench decode: --verify-positions must be at least 1, got {}", m);
+    widest = std::max(widest, m);
+  }
+  for (int n : o.batches) {
+    check(n >= 1, "bench decode: --batch must be at least 1, got {}", n);
+    max_batch = std::max(max_batch, n);
+  }
+  const int ctx = o.prompt_tokens + std::max(o.gen_tokens, widest) + 2;
   check(ctx <= model->config().context_length,
         "bench decode: {} positions exceed the model's context length {}", ctx,
         model->config().context_length);
   // One contiguous slot of ctx positions (on a device: as many, in blocks).
   ForwardPassSpec spec;
   spec.max_tokens = Transformer::kDefaultMaxTokens;
-  spec.kv.n_slots = 1;
+  spec.kv.n_slots = 1 + (o.batches.empty() ? 0 : max_batch);
   spec.kv.n_ctx = ctx;
+  spec.max_tokens = std::max(spec.max_tokens, max_batch);
   spec.kv.type = o.kv == "f32" ? DType::F32 : DType::F16;
+  const auto pass_t0 = Clock::now();
   std::unique_ptr<ForwardPass> pass = make_forward_pass(forward_pass, *model, pool, spec);
+  const double pass_s = seconds_since(pass_t0);
   ForwardPass& tf = *pass;
   auto* cpu = dynamic_cast<Transformer*>(pass.get());  // null on a device
   const int V = tf.vocab_size();
@@ -158,15 +224,17 @@ void run_decode_bench(const DecodeOptions& o) {
   KVCache& cache = *cache_owner;
   const int slot = cache.allocate();
   const auto ids = pseudo_random_tokens(ctx, V, 1234);
-  AlignedVector<float> logits(static_cast<size_t>(o.k + 1) * V);
+  AlignedVector<float> logits(static_cast<size_t>(std::max(widest, max_batch)) * V);
   ForwardBatch b;
 
   fmt::print("model {} ({}), {} threads, {} {}, KV cache {}\n", o.model, model->format(),
              pool.size(), cpu ? "SIMD" : "device", cpu ? cpu->kernels().name() : o.device.device,
              o.kv);
   const auto& packing = model->packing();
-  fmt::print("packed at load: {} matrices, {:.1f} MB, {:.2f} s\n", packing.matrices,
-             packing.bytes / 1e6, packing.seconds);
+  fmt::print(
+      "loaded in {:.2f} s (packed {} matrices, {:.1f} MB, in {:.2f} s); forward pass set up in "
+      "{:.2f} s\n",
+      load_s, packing.matrices, packing.bytes / 1e6, packing.seconds, pass_s);
   // Warm-up: page the weights in (they are used in place from the file's map).
   b.add_sequence(slot, ids.data(), 1, 0, false, true);
   tf.forward(b, cache, logits.data());
@@ -181,22 +249,13 @@ void run_decode_bench(const DecodeOptions& o) {
   // Verification cost at the current context length: one forward over K+1 new
   // positions (all logits, as verification needs) against one over 1 position.
   const int at = cache.length(slot);
-  std::vector<double> t1, tk;
-  for (int r = 0; r < o.verify_reps; ++r) {
-    b.clear();
-    b.add_sequence(slot, &ids[at], 1, at, false, true);
-    t0 = Clock::now();
-    tf.forward(b, cache, logits.data());
-    t1.push_back(seconds_since(t0));
-    cache.truncate_to(slot, at);
-    b.clear();
-    b.add_sequence(slot, &ids[at], o.k + 1, at, true, false);
-    t0 = Clock::now();
-    tf.forward(b, cache, logits.data());
-    tk.push_back(seconds_since(t0));
-    cache.truncate_to(slot, at);
-  }
-  const double verify_ratio = median(tk) / median(t1);
+  const double m1_s = time_verify(tf, cache, slot, ids, at, 1, o.verify_reps, logits.data());
+  const double mk_s = time_verify(tf, cache, slot, ids, at, o.k + 1, o.verify_reps, logits.data());
+  std::vector<std::pair<int, double>> verify_widths;  // (positions, median s)
+  for (int m : o.verify_positions)
+    verify_widths.emplace_back(
+        m, time_verify(tf, cache, slot, ids, at, m, o.verify_reps, logits.data()));
+  const double verify_ratio = mk_s / m1_s;
 
   // The decode steps in blocks of kBlockTokens, each followed by one pass of
   // `bench membw`'s read: on a shared machine the bandwidth moves by tens of
@@ -204,8 +263,10 @@ void run_decode_bench(const DecodeOptions& o) {
   // time, and the fraction is the median of those pairs (the same statistic on
   // both sides; a best-of bandwidth against a mean rate would charge every
   // neighbour's burst to the decode step).
+  // On a device the host's bandwidth is no limit of the step: no passes there.
   constexpr int kBlockTokens = 4;
-  ReadBandwidth membw(pool, kMembwMiB << 20);
+  std::optional<ReadBandwidth> membw;
+  if (cpu) membw.emplace(pool, kMembwMiB << 20);
   const double bytes = static_cast<double>(model->weight_bytes_per_token());
   kernels::KernelProfile* profile = cpu ? cpu->kernels().profile() : nullptr;
   if (profile) {
@@ -226,9 +287,14 @@ void run_decode_bench(const DecodeOptions& o) {
     const double block_s = seconds_since(t0);
     pool.set_timing(false);
     decode_s += block_s;
-    pass_gb_s.push_back(membw.pass());  // no kernel runs in it: the profile sees none of it
+    if (!membw) continue;
+    pass_gb_s.push_back(membw->pass());  // no kernel runs in it: the profile sees none of it
     block_fraction.push_back(n * bytes / block_s / 1e9 / pass_gb_s.back());
   }
+  std::vector<BatchRate> batch_rates;
+  for (int n : o.batches)
+    batch_rates.push_back(
+        time_batched_decode(tf, cache, ids, n, o.prompt_tokens, o.gen_tokens, logits.data()));
 
   // Choosing a token from the last row's logits, per sampling mode and
   // temperature: reproducible mode's Gumbel-max choice (noise keyed by seed,
@@ -261,22 +327,34 @@ void run_decode_bench(const DecodeOptions& o) {
     sampling.push_back({temp, 1000.0 * median(repro), 1000.0 * median(optimal)});
   }
 
-  const double bw = median(pass_gb_s), fraction = median(block_fraction);
   const double prefill_tps = o.prompt_tokens / prefill_s, decode_tps = o.gen_tokens / decode_s;
-  const double bound_tps = bw * 1e9 / bytes;
   fmt::print("prefill: {} tokens in {:.3f} s = {:.1f} tok/s\n", o.prompt_tokens, prefill_s,
              prefill_tps);
-  fmt::print("decode: {} tokens in {:.3f} s = {:.2f} tok/s ({:.2f} ms/token)\n", o.gen_tokens,
+  fmt::print("decode: {} tokens in {:.3f} s = {:.2f} tok/s ({:.3f} ms/token)\n", o.gen_tokens,
              decode_s, decode_tps, 1000.0 * decode_s / o.gen_tokens);
-  fmt::print("verify at context {}: M=1 {:.2f} ms, M={} {:.2f} ms, ratio {:.3f}\n", at,
-             1000.0 * median(t1), o.k + 1, 1000.0 * median(tk), verify_ratio);
-  fmt::print(
-      "weights read per token: {:.1f} MB; read bandwidth {:.2f} GB/s (median of {} passes "
-      "between the decode steps, {:.2f}-{:.2f}) -> bound {:.2f} tok/s; decode at {:.1f}% of it "
-      "(median of each {} steps against the pass after them)\n",
-      bytes / 1e6, bw, pass_gb_s.size(), *std::min_element(pass_gb_s.begin(), pass_gb_s.end()),
-      *std::max_element(pass_gb_s.begin(), pass_gb_s.end()), bound_tps, 100.0 * fraction,
-      kBlockTokens);
+  fmt::print("verify at context {}: M=1 {:.3f} ms, M={} {:.3f} ms, ratio {:.3f}\n", at,
+             1000.0 * m1_s, o.k + 1, 1000.0 * mk_s, verify_ratio);
+  for (const auto& [m, sec] : verify_widths)
+    fmt::print("verify of {} positions: {:.3f} ms, {:.3f}x the M=1 step\n", m, 1000.0 * sec,
+               sec / m1_s);
+  for (const auto& r : batch_rates)
+    fmt::print("batch {}: {:.3f} ms per step, {:.1f} tok/s\n", r.batch, r.step_ms, r.tok_per_s);
+  double bw = 0.0, fraction = 0.0, bound_tps = 0.0;
+  if (membw) {
+    bw = median(pass_gb_s);
+    fraction = median(block_fraction);
+    bound_tps = bw * 1e9 / bytes;
+    fmt::print(
+        "weights read per token: {:.1f} MB; read bandwidth {:.2f} GB/s (median of {} passes "
+        "between the decode steps, {:.2f}-{:.2f}) -> bound {:.2f} tok/s; decode at {:.1f}% of "
+        "it (median of each {} steps against the pass after them)\n",
+        bytes / 1e6, bw, pass_gb_s.size(), *std::min_element(pass_gb_s.begin(), pass_gb_s.end()),
+        *std::max_element(pass_gb_s.begin(), pass_gb_s.end()), bound_tps, 100.0 * fraction,
+        kBlockTokens);
+  } else {
+    fmt::print("weights read per token: {:.1f} MB, {:.0f} GB/s at the decode rate\n", bytes / 1e6,
+               bytes * decode_tps / 1e9);
+  }
   for (const auto& c : sampling)
     fmt::print(
         "sampling a token of {} at T {}: reproducible {:.3f} ms ({:.2f}% of a decode step), "
@@ -296,15 +374,26 @@ void run_decode_bench(const DecodeOptions& o) {
   j["prefill_tok_per_s"] = prefill_tps;
   j["decode_tok_per_s"] = decode_tps;
   j["verify_m"] = o.k + 1;
-  j["verify_ms_m1"] = 1000.0 * median(t1);
-  j["verify_ms_mk"] = 1000.0 * median(tk);
+  j["verify_ms_m1"] = 1000.0 * m1_s;
+  j["verify_ms_mk"] = 1000.0 * mk_s;
   j["verify_cost_ratio"] = verify_ratio;
   j["weight_bytes_per_token"] = bytes;
-  j["bandwidth_gb_s"] = bw;
-  j["bandwidth_bound_tok_per_s"] = bound_tps;
-  j["bandwidth_gb_s_min"] = *std::min_element(pass_gb_s.begin(), pass_gb_s.end());
-  j["bandwidth_gb_s_max"] = *std::max_element(pass_gb_s.begin(), pass_gb_s.end());
-  j["bandwidth_fraction"] = fraction;
+  j["verify"] = nlohmann::json::array();
+  for (const auto& [m, sec] : verify_widths)
+    j["verify"].push_back({{"positions", m}, {"ms", 1000.0 * sec}, {"ratio", sec / m1_s}});
+  j["batches"] = nlohmann::json::array();
+  for (const auto& r : batch_rates)
+    j["batches"].push_back(
+        {{"batch", r.batch}, {"step_ms", r.step_ms}, {"tok_per_s", r.tok_per_s}});
+  if (membw) {
+    j["bandwidth_gb_s"] = bw;
+    j["bandwidth_bound_tok_per_s"] = bound_tps;
+    j["bandwidth_gb_s_min"] = *std::min_element(pass_gb_s.begin(), pass_gb_s.end());
+    j["bandwidth_gb_s_max"] = *std::max_element(pass_gb_s.begin(), pass_gb_s.end());
+    j["bandwidth_fraction"] = fraction;
+  } else {
+    j["weight_gb_s_at_decode_rate"] = bytes * decode_tps / 1e9;
+  }
   j["sampling"] = nlohmann::json::array();
   for (const auto& c : sampling)
     j["sampling"].push_back({{"temperature", c.temperature},
@@ -350,6 +439,14 @@ void add_bench_command(CLI::App& app) {
   decode->add_option("--gen", o.gen_tokens, "Tokens to decode (default 64)");
   decode->add_option("-k", o.k, "Draft length: verification runs K+1 positions (default 5)");
   decode->add_option("--reps", o.verify_reps, "Repetitions of the verify timing (default 10)");
+  decode
+      ->add_option("--verify-positions", o.verify_positions,
+                   "More verify widths to time against one position, e.g. 4,8,16")
+      ->delimiter(',');
+  decode
+      ->add_option("--batch", o.batches,
+                   "Also time decode steps of this many sequences at once (tok/s), e.g. 16,64")
+      ->delimiter(',');
   decode->add_flag("--profile", o.profile,
                    "Time every kernel of the decode steps: per kernel kind (matmuls with their "
                    "bandwidth), per layer, outside the kernels, thread pool idle time");

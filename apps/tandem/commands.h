@@ -15,5 +15,6 @@ void add_bench_spec_command(CLI::App* bench);   // `bench spec`, called by add_b
 void add_bench_serve_command(CLI::App* bench);  // `bench serve`, called by add_bench_command
 void add_bench_agent_command(CLI::App* bench);  // `bench agent`, called by add_bench_command
 void add_serve_command(CLI::App& app);
+void add_synth_model_command(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -9,7 +9,7 @@
 // says how each kernel keeps it).
 //
 // Declared in every build, defined only where the kernels are built
-// (TANDEM_HAVE_CUDA). None of this has run on a GPU yet (docs/cuda.md).
+// (TANDEM_HAVE_CUDA). Checked on an H100 by tests/cuda (docs/cuda.md).
 #pragma once
 #include <cstdint>
 
@@ -36,6 +36,40 @@ DeviceMatrix upload_matrix(const WeightLayout& layout, const uint8_t* ggml, Devi
 // the decode GEMV; larger M (verify, prefill chunks) read each weight once per
 // tile of up to 8 rows.
 void gemm(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream);
+// The fused launches (device/gemm_fused.cu): every value they write has the
+// bits of the unfused kernels' (gemm, add_rows, rope, kv_store, swiglu), so a
+// pass may use either; they take fewer launches and read each activation once
+// for two output columns. Any M >= 1 (tiles of up to 8 rows).
+//
+// gemm's contract, two output columns per warp.
+void gemm_pairs(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream);
+// out[m, c] = silu(gate x)[m, c] * (up x)[m, c], row stride gate.layout.n: the
+// FFN's two matmuls and SwiGLU in one launch.
+void gate_up_swiglu(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int M,
+                    float* out, Stream stream);
+// Q, K and V of M rows in one launch: each plus its bias (when bq is set, bk and
+// bv are too), Q and K rotated by the rows' angles (as rope), Q to q_out (row
+// stride n_heads * head_dim), K and V stored into the paged cache at kv_pos[m]
+// of sequence seq[m] (as kv_store).
+struct PagedKV;
+struct QkvStep {
+  const DeviceMatrix* wq = nullptr;
+  const DeviceMatrix* wk = nullptr;
+  const DeviceMatrix* wv = nullptr;
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  int n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  kernels::RopeStyle style = kernels::RopeStyle::Normal;
+  const float* cos = nullptr;  // rows x head_dim / 2, as rope takes them
+  const float* sin = nullptr;
+  const int* seq = nullptr;
+  const int* kv_pos = nullptr;
+  const int* block_tables = nullptr;
+  int table_stride = 0;
+};
+void qkv_rope_store(const QkvStep& step, const PagedKV& kv, const float* x, int M, float* q_out,
+                    Stream stream);
 // Rows ids[i] of W as floats, row i at out + i * W.layout.k (the embedding
 // lookup): the device decoder's output, the reference dequantization's bits.
 void get_rows(const DeviceMatrix& W, const int* ids, int rows, float* out, Stream stream);

@@ -5,7 +5,7 @@
 // (graph_buckets.h says which shapes are captured).
 //
 // Declared in every build, defined only where the kernels are built
-// (TANDEM_HAVE_CUDA). None of this has run on a GPU yet.
+// (TANDEM_HAVE_CUDA).
 #pragma once
 #include <functional>
 

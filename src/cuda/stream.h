@@ -4,7 +4,7 @@
 // every downloaded logits row goes through a PinnedBuffer.
 //
 // Declared in every build, defined only where the kernels are built
-// (TANDEM_HAVE_CUDA), like device.h. None of this has run on a GPU yet.
+// (TANDEM_HAVE_CUDA), like device.h.
 #pragma once
 #include <cstddef>
 

@@ -1,6 +1,6 @@
 // The CUDA forward pass (cuda_transformer.h). Built only with the CUDA kernels.
-// NOT YET RUN ON A GPU: every statement below about results is the design's,
-// to be checked by tests/cuda/cuda_forward_gpu_test.cpp on a device.
+// What it promises of its results is checked on a device by
+// tests/cuda/cuda_forward_gpu_test.cpp.
 #if defined(TANDEM_HAVE_CUDA)
 #include "cuda_model/cuda_transformer.h"
 
@@ -25,16 +25,19 @@ size_t align_up(size_t x) {
 }
 
 // The paged cache a KV configuration asks for, in blocks: the device cache is
-// always paged (the kernels read block tables); a contiguous configuration
-// gets as many positions, in blocks of 16, without prefix sharing.
+// always paged (the kernels read block tables). A paged configuration gets its
+// positions as the CPU's paged cache does; a contiguous one promises every slot
+// its n_ctx positions at once, so each slot's are rounded up to whole blocks of
+// 16 (without prefix sharing, as the CPU's contiguous cache has none).
 int block_size_of(const KVCacheConfig& kv) {
   return kv.kind == KVCacheConfig::Kind::Paged ? kv.block_size : 16;
 }
 int64_t blocks_of(const KVCacheConfig& kv) {
-  const int64_t positions = kv.kind == KVCacheConfig::Kind::Paged && kv.n_positions > 0
-                                ? kv.n_positions
-                                : int64_t{kv.n_slots} * kv.n_ctx;
-  return (positions + block_size_of(kv) - 1) / block_size_of(kv);
+  const int64_t bs = block_size_of(kv);
+  if (kv.kind == KVCacheConfig::Kind::Contiguous)
+    return int64_t{kv.n_slots} * ((int64_t{kv.n_ctx} + bs - 1) / bs);
+  const int64_t positions = kv.n_positions > 0 ? kv.n_positions : int64_t{kv.n_slots} * kv.n_ctx;
+  return (positions + bs - 1) / bs;
 }
 
 cuda::ModelDims dims_of(const ModelConfig& c) {
@@ -265,6 +268,7 @@ void CudaTransformer::stage_inputs() {
 void CudaTransformer::gemm_rows(const cuda::DeviceMatrix& w, const float* x, int rows, float* y,
                                 int64_t ldy) {
   // The gemm takes at most kMaxGemmRows rows; each row's result is the same in any tile.
+  if (options_.fused) return cuda::gemm_pairs(w, x, rows, y, ldy, stream_.get());
   for (int m = 0; m < rows; m += cuda::kMaxGemmRows)
     cuda::gemm(w, x + int64_t{m} * w.layout.k, std::min(cuda::kMaxGemmRows, rows - m),
                y + int64_t{m} * ldy, ldy, stream_.get());
@@ -296,18 +300,39 @@ void CudaTransformer::enqueue_layers(int rows, int max_keys, const DeviceKVCache
       cuda::rmsnorm(x_, L.attn_norm, rows, d, eps, xn_, s);
     else
       cuda::add_rmsnorm(x_, out_, L.attn_norm, rows, d, eps, xn_, s);
-    gemm_rows(L.wq, xn_, rows, q_, q_dim);
-    gemm_rows(L.wk, xn_, rows, k_, kv_dim);
-    gemm_rows(L.wv, xn_, rows, v_, kv_dim);
-    if (L.bq) {
-      cuda::add_rows(q_, L.bq, rows, q_dim, s);
-      cuda::add_rows(k_, L.bk, rows, kv_dim, s);
-      cuda::add_rows(v_, L.bv, rows, kv_dim, s);
-    }
-    cuda::rope(q_, rows, q_dim, c_.n_heads, hd, cos, sin, c_.rope_style, s);
-    cuda::rope(k_, rows, kv_dim, c_.n_kv_heads, hd, cos, sin, c_.rope_style, s);
     const cuda::PagedKV kv = cache.layer(l);
-    cuda::kv_store(k_, v_, rows, kv_dim, seq, kv_pos, tables, limits_.table_stride, kv, s);
+    if (options_.fused) {
+      cuda::QkvStep q;
+      q.wq = &L.wq;
+      q.wk = &L.wk;
+      q.wv = &L.wv;
+      q.bq = L.bq;
+      q.bk = L.bk;
+      q.bv = L.bv;
+      q.n_heads = c_.n_heads;
+      q.n_kv_heads = c_.n_kv_heads;
+      q.head_dim = hd;
+      q.style = c_.rope_style;
+      q.cos = cos;
+      q.sin = sin;
+      q.seq = seq;
+      q.kv_pos = kv_pos;
+      q.block_tables = tables;
+      q.table_stride = limits_.table_stride;
+      cuda::qkv_rope_store(q, kv, xn_, rows, q_, s);
+    } else {
+      gemm_rows(L.wq, xn_, rows, q_, q_dim);
+      gemm_rows(L.wk, xn_, rows, k_, kv_dim);
+      gemm_rows(L.wv, xn_, rows, v_, kv_dim);
+      if (L.bq) {
+        cuda::add_rows(q_, L.bq, rows, q_dim, s);
+        cuda::add_rows(k_, L.bk, rows, kv_dim, s);
+        cuda::add_rows(v_, L.bv, rows, kv_dim, s);
+      }
+      cuda::rope(q_, rows, q_dim, c_.n_heads, hd, cos, sin, c_.rope_style, s);
+      cuda::rope(k_, rows, kv_dim, c_.n_kv_heads, hd, cos, sin, c_.rope_style, s);
+      cuda::kv_store(k_, v_, rows, kv_dim, seq, kv_pos, tables, limits_.table_stride, kv, s);
+    }
     cuda::AttentionArgs a;
     a.q = q_;
     a.out = attn_;
@@ -324,9 +349,13 @@ void CudaTransformer::enqueue_layers(int rows, int max_keys, const DeviceKVCache
     cuda::paged_attention(a, kv, dims, s);
     gemm_rows(L.wo, attn_, rows, out_, d);
     cuda::add_rmsnorm(x_, out_, L.ffn_norm, rows, d, eps, xn_, s);
-    gemm_rows(L.w_gate, xn_, rows, gate_, c_.d_ff);
-    gemm_rows(L.w_up, xn_, rows, up_, c_.d_ff);
-    cuda::swiglu(gate_, up_, int64_t{rows} * c_.d_ff, hidden_, s);
+    if (options_.fused) {
+      cuda::gate_up_swiglu(L.w_gate, L.w_up, xn_, rows, hidden_, s);
+    } else {
+      gemm_rows(L.w_gate, xn_, rows, gate_, c_.d_ff);
+      gemm_rows(L.w_up, xn_, rows, up_, c_.d_ff);
+      cuda::swiglu(gate_, up_, int64_t{rows} * c_.d_ff, hidden_, s);
+    }
     gemm_rows(L.w_down, hidden_, rows, out_, d);
   }
   cuda::add_rmsnorm(x_, out_, weights_.output_norm(), rows, d, eps, xn_, s);

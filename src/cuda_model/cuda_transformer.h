@@ -21,7 +21,8 @@
 //
 // Declared in every build; defined only where the CUDA kernels are built
 // (TANDEM_HAVE_CUDA): make one through cuda_forward_pass_factory
-// (cuda_model/device_choice.h), which says why it cannot. NOT YET RUN ON A GPU.
+// (cuda_model/device_choice.h), which says why it cannot. Checked on an H100 by
+// tests/cuda/cuda_forward_gpu_test.cpp (docs/cuda.md).
 #pragma once
 #include <map>
 #include <memory>
@@ -44,6 +45,10 @@ namespace tandem::cuda_model {
 
 struct CudaOptions {
   bool graphs = true;  // false: every pass eager (the graph-equals-eager test, benchmarks)
+  // The fused launches (cuda_kernels.h: qkv_rope_store, gate_up_swiglu,
+  // gemm_pairs): 8 launches a layer instead of 15 to 18, the same bits. false:
+  // each operation on its own (the fused-equals-unfused test, benchmarks).
+  bool fused = true;
   size_t reserve_bytes = size_t{1} << 30;  // device memory left to the driver and the graphs
 };
 

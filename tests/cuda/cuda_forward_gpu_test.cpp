@@ -7,8 +7,10 @@
 //    and tree-verify steps;
 //  - greedy speculative decoding equal to plain greedy decoding on the GPU, with
 //    n-gram drafting (chains and trees) and a draft model.
-// Skipped with "no CUDA device" where there is none. NOT YET RUN ON A GPU: the
-// tolerances below are the design's estimates, to be checked on the first run.
+//  - the fused launches bit-identical to the unfused ones;
+//  - a contiguous cache configuration holding every slot's context.
+// Skipped with "no CUDA device" where there is none. First run on an H100 on
+// 2026-11-27 (docs/cuda.md), where all of it passed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +21,10 @@
 #include "cuda_model/device_choice.h"
 #include "cuda_test_util.h"
 #include "engine/prompt_logits.h"
+#include "io/gguf_reader.h"
+#include "io/gguf_writer.h"
 #include "model/model.h"
+#include "quant/quants.h"
 #include "support/paths.h"
 #include "support/spec_harness.h"
 #include "support/synthetic_model.h"
@@ -30,7 +35,7 @@ using namespace tandem::cuda_model;
 
 namespace {
 
-std::unique_ptr<Model> synthetic(DType t, Arch arch, const std::string& name) {
+std::string synthetic_file(DType t, Arch arch, const std::string& name) {
   test::SyntheticSpec spec;
   spec.arch = arch;
   spec.weight_type = t;
@@ -38,7 +43,11 @@ std::unique_ptr<Model> synthetic(DType t, Arch arch, const std::string& name) {
     spec.d_model = 256;
     spec.d_ff = 512;
   }
-  return Model::load(test::write_synthetic_gguf(spec, test::temp_dir(name) + "/m.gguf"));
+  return test::write_synthetic_gguf(spec, test::temp_dir(name) + "/m.gguf");
+}
+
+std::unique_ptr<Model> synthetic(DType t, Arch arch, const std::string& name) {
+  return Model::load(synthetic_file(t, arch, name));
 }
 
 ForwardPassSpec one_sequence(int n_ctx, int max_tokens = 64) {
@@ -72,41 +81,55 @@ class CudaForwardTypes : public test::CudaDeviceTestWithParam<DType> {};
 
 }  // namespace
 
-// Tolerance: the CPU quantizes activations to 8 bits for quantized weights
-// (kernels/cpu) where the GPU multiplies in fp32, so for those types the
-// difference is that quantization's noise: relative RMS difference of a row's
-// logits below 3%, and the same argmax in at least 90% of the rows. For F32,
-// F16 and BF16 weights both sides sum fp32 products in different orders: every
-// logit within 1e-3 of (max |logit| of its row + 1).
+// The same model with every tensor dequantized to F32: the values the GPU
+// multiplies by (group_decode.h gives the reference dequantization's bits).
+std::string dequantized_twin(const std::string& path) {
+  GGUFFile f(path);
+  GGUFWriter w;
+  for (const auto& [key, value] : f.metadata()) w.set(key, value);
+  for (const TensorView& t : f.tensors()) {
+    std::vector<float> values(t.numel());
+    dequantize_row(t.type, t.data, values.data(), t.numel());
+    w.add_tensor_f32(t.name, DType::F32, t.shape, values);
+  }
+  const std::string out = path + ".f32.gguf";
+  w.write(out);
+  return out;
+}
+
+// Tolerance. Against the CPU pass over the dequantized twin: the GPU computes in
+// fp32 with the same weights, only summing in another order, so every logit is
+// within 1e-3 of (max |logit| of its row + 1), the bound the F32 model meets
+// (its measured differences are near 1e-6 of that). Against the CPU pass over
+// the quantized file, which quantizes activations to 8 bits (kernels/cpu): the
+// same argmax in at least 90% of the rows (measured on the H100, 2026-11-27:
+// the rows' relative RMS difference is 3-4%, that 8-bit noise).
 TEST_P(CudaForwardTypes, LogitsMatchTheCpu) {
   const DType t = GetParam();
-  auto m = synthetic(t, t == DType::F32 ? Arch::Qwen2 : Arch::Llama, "cuda_fwd");
+  const std::string path =
+      synthetic_file(t, t == DType::F32 ? Arch::Qwen2 : Arch::Llama, "cuda_fwd");
+  auto m = Model::load(path);
+  auto twin = Model::load(dequantized_twin(path));
   const int V = m->config().vocab_size, n = 24;
   const auto ids = test::pseudo_random_ids(n, V, 11);
   ThreadPool pool(1);
   const std::vector<float> cpu = prompt_logits(*m, pool, ids, DType::F16);
+  const std::vector<float> exact = prompt_logits(*twin, pool, ids, DType::F16);
   auto tf = cuda_pass(*m, one_sequence(64), false);
   auto cache = tf->make_cache(one_sequence(64).kv);
   const std::vector<float> gpu = prefill_all(*tf, *cache, ids);
-  const bool exactish = t == DType::F32 || t == DType::F16 || t == DType::BF16;
   int same_argmax = 0;
   for (int r = 0; r < n; ++r) {
     const float* a = &cpu[size_t(r) * V];
+    const float* e = &exact[size_t(r) * V];
     const float* b = &gpu[size_t(r) * V];
-    double diff2 = 0, norm2 = 0, scale = 0;
-    for (int i = 0; i < V; ++i) {
-      diff2 += double(a[i] - b[i]) * (a[i] - b[i]);
-      norm2 += double(a[i]) * a[i];
-      scale = std::max(scale, double(std::fabs(a[i])));
-    }
+    double scale = 0;
+    for (int i = 0; i < V; ++i) scale = std::max(scale, double(std::fabs(e[i])));
+    for (int i = 0; i < V; ++i)
+      ASSERT_NEAR(e[i], b[i], 1e-3 * (scale + 1)) << "row " << r << " logit " << i;
     same_argmax += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
-    if (exactish) {
-      for (int i = 0; i < V; ++i)
-        ASSERT_NEAR(a[i], b[i], 1e-3 * (scale + 1)) << "row " << r << " logit " << i;
-    } else {
-      EXPECT_LT(std::sqrt(diff2 / std::max(norm2, 1e-30)), 0.03) << "row " << r;
-    }
   }
+  const bool exactish = t == DType::F32 || t == DType::F16 || t == DType::BF16;
   EXPECT_GE(same_argmax, exactish ? n : n * 9 / 10);
 }
 
@@ -149,50 +172,106 @@ TEST_F(CudaForward, RowsAreBitIdenticalWhateverM) {
   }
 }
 
-// The same steps through two passes, one replaying graphs and one eager:
-// decode steps of two sequences, a verify of K + 1 positions, and a drafted
-// tree; every logit bit-identical.
+// Decode steps of two sequences, a verify of K + 1 positions and a drafted
+// tree, through one pass with these options: every step's logits.
+std::vector<std::vector<float>> scripted_steps(const Model& m, const CudaOptions& o,
+                                               DType kv_type = DType::F16,
+                                               int* graphs_captured = nullptr) {
+  const int V = m.config().vocab_size;
+  const auto ids = test::pseudo_random_ids(40, V, 5);
+  std::vector<std::vector<float>> results;
+  ForwardPassSpec spec = one_sequence(128);
+  spec.kv.type = kv_type;
+  CudaTransformer tf(m, spec, o);
+  auto cache = tf.make_cache(spec.kv);
+  const int s0 = cache->allocate(), s1 = cache->allocate();
+  ForwardBatch b;
+  auto run = [&] {
+    std::vector<float> out(b.logit_rows.size() * size_t(V));
+    tf.forward(b, *cache, out.data());
+    results.push_back(std::move(out));
+  };
+  b.add_sequence(s0, ids.data(), 10, 0, false, true);  // prefill (eager in both)
+  b.add_sequence(s1, &ids[10], 7, 0, false, true);
+  run();
+  for (int step = 0; step < 3; ++step) {  // decode: 2 sequences x 1 position
+    b.clear();
+    b.add_sequence(s0, &ids[20 + step], 1, 10 + step, false, true);
+    b.add_sequence(s1, &ids[30 + step], 1, 7 + step, false, true);
+    run();
+  }
+  b.clear();  // verify: 5 positions of s0
+  b.add_sequence(s0, &ids[24], 5, 13, true, false);
+  run();
+  cache->truncate_to(s0, 14);
+  b.clear();  // a tree on s1: root, two children, a grandchild
+  const int tree[] = {1, 2, 3, 4}, parent[] = {-1, 0, 0, 2};
+  b.add_tree(s1, tree, parent, 4, 10, true);
+  run();
+  if (graphs_captured) *graphs_captured = tf.graphs_captured();
+  return results;
+}
+
+void expect_same_steps(const std::vector<std::vector<float>>& a,
+                       const std::vector<std::vector<float>>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)))
+        << "step " << i;
+}
+
+// The same steps through two passes, one replaying graphs and one eager: every
+// logit bit-identical.
 TEST_F(CudaForward, GraphReplayEqualsEager) {
   auto m = synthetic(DType::Q8_0, Arch::Llama, "cuda_graph");
-  const int V = m->config().vocab_size;
-  const auto ids = test::pseudo_random_ids(40, V, 5);
-  std::vector<std::vector<float>> results[2];
-  for (int g = 0; g < 2; ++g) {
-    auto tf = cuda_pass(*m, one_sequence(128), g == 1);
-    auto cache = tf->make_cache(one_sequence(128).kv);
-    const int s0 = cache->allocate(), s1 = cache->allocate();
-    ForwardBatch b;
-    auto run = [&] {
-      std::vector<float> out(b.logit_rows.size() * size_t(V));
-      tf->forward(b, *cache, out.data());
-      results[g].push_back(std::move(out));
-    };
-    b.add_sequence(s0, ids.data(), 10, 0, false, true);  // prefill (eager in both)
-    b.add_sequence(s1, &ids[10], 7, 0, false, true);
-    run();
-    for (int step = 0; step < 3; ++step) {  // decode: 2 sequences x 1 position
-      b.clear();
-      b.add_sequence(s0, &ids[20 + step], 1, 10 + step, false, true);
-      b.add_sequence(s1, &ids[30 + step], 1, 7 + step, false, true);
-      run();
-    }
-    b.clear();  // verify: 5 positions of s0
-    b.add_sequence(s0, &ids[24], 5, 13, true, false);
-    run();
-    cache->truncate_to(s0, 14);
-    b.clear();  // a tree on s1: root, two children, a grandchild
-    const int tree[] = {1, 2, 3, 4}, parent[] = {-1, 0, 0, 2};
-    b.add_tree(s1, tree, parent, 4, 10, true);
-    run();
-    if (g == 1) {
-      EXPECT_GT(tf->graphs_captured(), 0);
-    }
+  CudaOptions eager, graphs;
+  eager.graphs = false;
+  int captured = 0;
+  const auto a = scripted_steps(*m, eager);
+  const auto b = scripted_steps(*m, graphs, DType::F16, &captured);
+  EXPECT_GT(captured, 0);
+  expect_same_steps(a, b);
+}
+
+// The fused launches (Q/K/V with bias, RoPE and the KV store; gate, up and
+// SwiGLU; two columns a warp) against each operation launched on its own:
+// every logit bit-identical, for Qwen2 (biases, NeoX RoPE) and Llama (normal
+// RoPE), with an F16 and an F32 KV cache.
+TEST_F(CudaForward, FusedLaunchesEqualUnfused) {
+  struct Case {
+    DType weights;
+    Arch arch;
+    DType kv;
+  };
+  for (const Case& c :
+       {Case{DType::Q4_K, Arch::Qwen2, DType::F16}, Case{DType::Q8_0, Arch::Llama, DType::F16},
+        Case{DType::BF16, Arch::Qwen2, DType::F32}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.weights)) + " weights, KV " +
+                 std::string(dtype_name(c.kv)));
+    auto m = synthetic(c.weights, c.arch, "cuda_fused");
+    CudaOptions fused, unfused;
+    fused.graphs = unfused.graphs = false;
+    unfused.fused = false;
+    expect_same_steps(scripted_steps(*m, unfused, c.kv), scripted_steps(*m, fused, c.kv));
   }
-  ASSERT_EQ(results[0].size(), results[1].size());
-  for (size_t i = 0; i < results[0].size(); ++i)
-    EXPECT_EQ(0, std::memcmp(results[0][i].data(), results[1][i].data(),
-                             results[0][i].size() * sizeof(float)))
-        << "step " << i;
+}
+
+// A contiguous configuration promises every slot its n_ctx positions at once:
+// on the device (blocks of 16) each slot's are rounded up to whole blocks, so
+// three slots of 20 positions all fit (blocks for 60 positions would not).
+TEST_F(CudaForward, ContiguousCacheHoldsEverySlotsContext) {
+  auto m = synthetic(DType::Q8_0, Arch::Llama, "cuda_contiguous");
+  ForwardPassSpec spec;
+  spec.max_tokens = 32;
+  spec.kv.kind = KVCacheConfig::Kind::Contiguous;
+  spec.kv.n_slots = 3;
+  spec.kv.n_ctx = 20;
+  auto tf = cuda_pass(*m, spec, false);
+  auto cache = tf->make_cache(spec.kv);
+  for (int i = 0; i < 3; ++i) {
+    const int slot = cache->allocate();
+    EXPECT_TRUE(cache->reserve(slot, 20)) << "slot " << slot;
+  }
 }
 
 // Greedy output with speculation equals greedy output without it, token for

@@ -3,6 +3,7 @@
 // batch invariance: each row's result bit-identical whatever M.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -95,6 +96,48 @@ TEST_P(CudaGemm, WritesStridedRows) {
   for (int r = 0; r < M; ++r) {
     EXPECT_EQ(std::memcmp(&y[r * ldy], &dense[r * kN], kN * sizeof(float)), 0);
     for (int64_t c = kN; c < ldy; ++c) EXPECT_EQ(y[r * ldy + c], -7.0f);
+  }
+}
+
+// The fused launches (gemm_fused.cu) give gemm's bits: gemm_pairs for every M
+// (N = 67: the last pair has one column) into strided rows; gate_up_swiglu the
+// bits of two gemms and swiglu; with this type as gate and Q6_K as up, so that
+// one launch decodes two types.
+TEST_P(CudaGemm, FusedLaunchesGiveGemmsBits) {
+  const test::RandomMatrix up = test::random_matrix(DType::Q6_K, kK, kN, 6);
+  DeviceBuffer up_buffer;
+  const DeviceMatrix U =
+      upload_matrix(plan_weight_layout(DType::Q6_K, kK, kN), up.bytes.data(), up_buffer);
+  for (int M : {1, 2, 3, 5, 8, 13, 64, 70}) {
+    SCOPED_TRACE(M);
+    const std::vector<float> x = test::random_floats(M * kK, 300 + M);
+    DeviceBuffer dx = test::to_device(x);
+    std::vector<float> want(size_t(M) * kN);
+    for (int m = 0; m < M; m += kMaxGemmRows) {  // gemm takes at most 64 rows a call
+      const int rows = std::min(kMaxGemmRows, M - m);
+      const std::vector<float> part(x.begin() + m * kK, x.begin() + (m + rows) * kK);
+      const std::vector<float> y = gpu_gemm(W_, part, rows);
+      std::copy(y.begin(), y.end(), want.begin() + m * kN);
+    }
+    const int64_t ldy = kN + 3;
+    DeviceBuffer dy = test::to_device(std::vector<float>(M * ldy, -7.0f));
+    gemm_pairs(W_, dx.as<float>(), M, dy.as<float>(), ldy, nullptr);
+    const std::vector<float> y = test::from_device<float>(dy, M * ldy);
+    for (int r = 0; r < M; ++r) {
+      ASSERT_EQ(std::memcmp(&y[r * ldy], &want[r * kN], kN * sizeof(float)), 0) << "row " << r;
+      for (int64_t c = kN; c < ldy; ++c) ASSERT_EQ(y[r * ldy + c], -7.0f);
+    }
+
+    if (M > kMaxGemmRows) continue;
+    DeviceBuffer dg(sizeof(float) * M * kN), du(sizeof(float) * M * kN), dh(sizeof(float) * M * kN),
+        dfused(sizeof(float) * M * kN);
+    gemm(W_, dx.as<float>(), M, dg.as<float>(), kN, nullptr);
+    gemm(U, dx.as<float>(), M, du.as<float>(), kN, nullptr);
+    swiglu(dg.as<float>(), du.as<float>(), int64_t{M} * kN, dh.as<float>(), nullptr);
+    gate_up_swiglu(W_, U, dx.as<float>(), M, dfused.as<float>(), nullptr);
+    const std::vector<float> h = test::from_device<float>(dh, M * kN);
+    const std::vector<float> fused = test::from_device<float>(dfused, M * kN);
+    ASSERT_EQ(std::memcmp(h.data(), fused.data(), h.size() * sizeof(float)), 0);
   }
 }
 

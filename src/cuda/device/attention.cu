@@ -1,14 +1,21 @@
 // Paged causal attention with split-K (cuda_kernels.h: paged_attention;
 // attention_plan.h: the chunking).
 //
-// Pass 1, one thread block per (chunk, head, row): the chunk's scores q.k *
-// scale (a warp per key, its lanes over head_dim, summed in the butterfly), their
-// max, p = exp(score - max) and their sum in a fixed order, and for each of
-// head_dim values the sum of p * v over the chunk's keys in key order. Pass 2,
-// one block per (head, row): the chunks' partials combined in chunk order,
-// rescaled to the overall max. A row's chunks depend on its own position only,
-// so its output is the same bits in any batch. Positions are logical: a tree's
-// rows read their ancestors through the remap (cuda_kernels.h).
+// Pass 1, one thread block per (chunk, head, row), every step spread over the
+// block's threads so that the loads of many keys are in flight at once (a step
+// that walks the keys one after another waits for each load in turn: measured
+// on the H100, that made attention most of a decode step):
+//  - the scores q.k * scale: a thread per key, its dot product over head_dim in
+//    element order;
+//  - their max, p = exp(score - max) and their sum, in a fixed order;
+//  - the weighted values: warp w takes the keys w, w + kWarps, ... in order,
+//    lane l the values l, l + 32, ... of head_dim; the warps' sums are then
+//    added in warp order.
+// Pass 2, one block per (head, row): the chunks' partials combined in chunk
+// order, rescaled to the overall max. A row's chunks and every order above
+// depend on its own position only, so its output is the same bits in any
+// batch. Positions are logical: a tree's rows read their ancestors through the
+// remap (cuda_kernels.h).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -22,8 +29,10 @@
 namespace tandem::cuda {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;  // at least kAttentionChunk: a thread per key
 constexpr int kWarps = kThreads / 32;
+constexpr int kValuesPerLane = kMaxHeadDim / 32;
+static_assert(kThreads >= kAttentionChunk, "the scores take one thread per key");
 
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
@@ -47,6 +56,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float q[kMaxHeadDim];
   __shared__ float p[kAttentionChunk];
   __shared__ float scratch[32];
+  __shared__ float values[kWarps][kMaxHeadDim];  // each warp's weighted values
   const int c = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
   const int n_keys = a.pos[r] + 1, first = c * kAttentionChunk;
   if (first >= n_keys) return;  // the whole block: this row has fewer chunks
@@ -58,13 +68,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = threadIdx.x; i < hd; i += kThreads) q[i] = qh[i];
   __syncthreads();
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int t = warp; t < count; t += kWarps) {
+  if (threadIdx.x < count) {  // the scores: a thread per key
+    const int t = threadIdx.x;
     const KV* kr = kv_row(k_pool, a, r, table, block_size, first + t, row_elems, kvh, hd);
     float dot = 0.0f;
-    for (int i = lane; i < hd; i += 32) dot = fmaf(q[i], to_float(kr[i]), dot);
-    dot = warp_sum(dot);
-    if (lane == 0) p[t] = dot * d.scale;
+#pragma unroll 8
+    for (int i = 0; i < hd; ++i) dot = fmaf(q[i], to_float(kr[i]), dot);
+    p[t] = dot * d.scale;
   }
   __syncthreads();
   float mx = -INFINITY;
@@ -78,14 +88,29 @@ __global__ void __launch_bounds__(kThreads)
   }
   sum = block_sum(sum, scratch);  // its syncs also publish p
 
+  // The weighted values: each warp over its keys, each lane over its values.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float acc[kValuesPerLane];
+  for (int j = 0; j < kValuesPerLane; ++j) acc[j] = 0.0f;
+#pragma unroll 4
+  for (int t = warp; t < count; t += kWarps) {
+    const KV* vr = kv_row(v_pool, a, r, table, block_size, first + t, row_elems, kvh, hd);
+    const float pt = p[t];
+    for (int j = 0; j < kValuesPerLane; ++j) {
+      const int i = lane + 32 * j;
+      if (i < hd) acc[j] = fmaf(pt, to_float(vr[i]), acc[j]);
+    }
+  }
+  for (int j = 0; j < kValuesPerLane; ++j) {
+    const int i = lane + 32 * j;
+    if (i < hd) values[warp][i] = acc[j];
+  }
+  __syncthreads();
   float* part = a.scratch + ((int64_t{r} * d.n_heads + h) * n_chunks + c) * (hd + 2);
   for (int i = threadIdx.x; i < hd; i += kThreads) {
-    float acc = 0.0f;
-    for (int t = 0; t < count; ++t) {
-      const KV* vr = kv_row(v_pool, a, r, table, block_size, first + t, row_elems, kvh, hd);
-      acc = fmaf(p[t], to_float(vr[i]), acc);
-    }
-    part[2 + i] = acc;
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) total += values[w][i];
+    part[2 + i] = total;
   }
   if (threadIdx.x == 0) {
     part[0] = mx;

@@ -5,15 +5,12 @@
 
 #include "cuda/cuda_kernels.h"
 #include "cuda/device/check.cuh"
+#include "cuda/device/kv_element.cuh"
 
 namespace tandem::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ void store(float* dst, float v) { *dst = v; }
-// Round to nearest even, as the host's f32_to_f16.
-__device__ __forceinline__ void store(__half* dst, float v) { *dst = __float2half_rn(v); }
 
 // blockIdx.y: the row; x covers its row_elems values of both K and V.
 template <typename KV>
@@ -28,8 +25,8 @@ __global__ void __launch_bounds__(kThreads)
   const int p = pos[r];
   const int64_t block = block_tables[int64_t{seq[r]} * table_stride + p / block_size];
   const int64_t dst = (block * block_size + p % block_size) * row_elems + i;
-  store(k_pool + dst, k[int64_t{r} * row_elems + i]);
-  store(v_pool + dst, v[int64_t{r} * row_elems + i]);
+  store_kv(k_pool + dst, k[int64_t{r} * row_elems + i]);
+  store_kv(v_pool + dst, v[int64_t{r} * row_elems + i]);
 }
 
 template <typename KV>

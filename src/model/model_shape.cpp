@@ -166,9 +166,16 @@ class RowPool {
   std::map<std::tuple<DType, int64_t, Kind>, std::vector<uint8_t>> pools_;
 };
 
+// FNV-1a of a name: the same on every platform, unlike std::hash.
+uint64_t name_hash(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
 std::vector<float> small_values(const ShapeTensor& t, uint64_t seed) {
   std::vector<float> v(t.shape[0]);
-  uint64_t state = mix(seed ^ std::hash<std::string>{}(t.name));
+  uint64_t state = mix(seed ^ name_hash(t.name));
   const bool norm = kind_of(t) == Kind::Norm;
   for (auto& x : v) x = (norm ? 1.0f : 0.0f) + 0.1f * uniform(state);
   return v;
@@ -193,12 +200,11 @@ std::vector<std::string> model_shape_names() {
 
 ModelShape model_shape(const std::string& name) { return make_preset(name); }
 
-void write_random_gguf(const ModelShape& s, const std::string& path, uint64_t seed) {
+void set_architecture_metadata(GGUFWriter& w, const ModelShape& s, const std::string& name) {
   const std::string a = s.arch == Arch::Llama ? "llama" : "qwen2";
-  GGUFWriter w;
   w.set_string("general.architecture", a);
   w.set_string("general.type", "model");
-  w.set_string("general.name", "random weights, the shape of " + s.name);
+  w.set_string("general.name", name);
   w.set_u32(a + ".block_count", s.n_layers);
   w.set_u32(a + ".context_length", s.context_length);
   w.set_u32(a + ".embedding_length", s.d_model);
@@ -209,6 +215,11 @@ void write_random_gguf(const ModelShape& s, const std::string& path, uint64_t se
   w.set_f32(a + ".rope.freq_base", s.rope_theta);
   w.set_u32(a + ".rope.dimension_count", s.head_dim());
   w.set_u32(a + ".vocab_size", s.vocab_size);
+}
+
+void write_random_gguf(const ModelShape& s, const std::string& path, uint64_t seed) {
+  GGUFWriter w;
+  set_architecture_metadata(w, s, "random weights, the shape of " + s.name);
 
   RowPool pool;
   uint64_t tensor_seed = seed;

@@ -18,6 +18,8 @@
 
 namespace tandem {
 
+class GGUFWriter;
+
 struct ShapeTensor {
   std::string name;  // GGUF name, e.g. "blk.3.ffn_down.weight"
   DType type;
@@ -47,6 +49,11 @@ struct ModelShape {
 std::vector<std::string> model_shape_names();
 // Throws tandem::Error naming the unknown name and listing the known ones.
 ModelShape model_shape(const std::string& name);
+
+// The GGUF metadata of an architecture with these dimensions (general.*, then
+// ARCH.block_count ... ARCH.vocab_size), named `name`: what every model file
+// tandem writes starts with (this writer's and the tests' synthetic models).
+void set_architecture_metadata(GGUFWriter& w, const ModelShape& shape, const std::string& name);
 
 // Write a GGUF of `shape` with random weights from `seed`, and no tokenizer.
 // Matrices: uniform(-a, a), a = sqrt(3 / fan_in), quantized to each tensor's

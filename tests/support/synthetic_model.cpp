@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "io/gguf_writer.h"
 #include "io/safetensors.h"
+#include "model/model_shape.h"
 #include "quant/quants.h"
 
 namespace fs = std::filesystem;
@@ -513,21 +514,19 @@ ojson hf_config_json(const SyntheticSpec& s, const Vocab* v) {
 std::string write_synthetic_gguf(const SyntheticSpec& s, const std::string& path) {
   check_spec(s);
   const bool llama = s.arch == Arch::Llama;
-  const std::string a = llama ? "llama" : "qwen2";
+  ModelShape dims;
+  dims.arch = s.arch;
+  dims.n_layers = s.n_layers;
+  dims.context_length = s.context_length;
+  dims.d_model = s.d_model;
+  dims.d_ff = s.d_ff;
+  dims.n_heads = s.n_heads;
+  dims.n_kv_heads = s.n_kv_heads;
+  dims.norm_eps = 1e-5f;
+  dims.rope_theta = s.rope_theta;
+  dims.vocab_size = s.vocab_size;
   GGUFWriter w;
-  w.set_string("general.architecture", a);
-  w.set_string("general.type", "model");
-  w.set_string("general.name", "synthetic-" + a);
-  w.set_u32(a + ".block_count", s.n_layers);
-  w.set_u32(a + ".context_length", s.context_length);
-  w.set_u32(a + ".embedding_length", s.d_model);
-  w.set_u32(a + ".feed_forward_length", s.d_ff);
-  w.set_u32(a + ".attention.head_count", s.n_heads);
-  w.set_u32(a + ".attention.head_count_kv", s.n_kv_heads);
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_f32(a + ".rope.freq_base", s.rope_theta);
-  w.set_u32(a + ".rope.dimension_count", head_dim(s));
-  w.set_u32(a + ".vocab_size", s.vocab_size);
+  set_architecture_metadata(w, dims, llama ? "synthetic-llama" : "synthetic-qwen2");
   if (s.with_tokenizer) add_gguf_tokenizer(w, make_vocab(s));
 
   const DType embed_type = s.embed_type.value_or(s.weight_type);

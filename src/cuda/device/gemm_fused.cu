@@ -264,26 +264,9 @@ struct QkvLaunch {
   }
 };
 
-bool readable(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q8_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
-}
-
 void check_matrix(const DeviceMatrix& W, const char* what) {
-  if (!readable(W.layout.type)) raise_error(std::string(what) + ": no kernel for this weight type");
+  if (!cuda_supports(W.layout.type))
+    raise_error(std::string(what) + ": no kernel for this weight type");
 }
 
 }  // namespace

@@ -154,6 +154,14 @@ def main():
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "vocab80.gguf"],
                      ["vocab80.gguf", "80", "64"])
         cuda_device_errors(good)
+        expect_error("synth-model: unknown shape",
+                     ["synth-model", "--shape", "llama-9b", "-o", t / "s.gguf"],
+                     ["'llama-9b'", "llama-3.2-3b-bf16"])
+        expect_error("synth-model: unwritable output",
+                     ["synth-model", "--shape", "qwen2.5-coder-0.5b-q4_k_m", "-o",
+                      t / "no_such_dir" / "s.gguf"], ["no_such_dir"])
+        expect_error("bench decode: --batch 0", ["bench", "decode", "-m", good, "--batch", "0"],
+                     ["--batch", "0"])
         smol = Path(os.environ.get("TANDEM_CACHE", Path.home() / ".cache/tandem")) / \
             "models/smollm2-135m-instruct-q4_1.gguf"
         if smol.exists():  # prompt sets need a model with a tokenizer

@@ -5,7 +5,8 @@
 # synth-model` (random weights, the real tensor table and types), then timed by
 # `tandem bench decode --device cuda`: the decode step at batch 1 with CUDA
 # graphs and the fused launches, then without each; the verify of 4, 8 and 16
-# positions against one; decode steps of 16 and 64 sequences. The full output
+# positions against one; decode steps of 16 and 64 sequences; where a step's time
+# goes, by kind of kernel (--profile, eager). The full output
 # goes to $OUT/bench.log (or beside this script); stdout gets the figures.
 #
 # Usage: ./gpu_bench.sh [shape ...]   (default: the four of `synth-model --list`)
@@ -31,7 +32,7 @@ bench() {
   timeout 180 "$tandem" bench decode -m "$model" --device cuda "$@" >"$work/run.log" 2>&1
   local rc=$?
   cat "$work/run.log" >>"$log"
-  grep -E '^(decode|verify|batch|weights read|error|terminate)' "$work/run.log"
+  grep -E '^(decode|verify|batch|weights read|error|terminate|device time|  )' "$work/run.log"
   echo "   (rc $rc, $((SECONDS - t0)) s)"
 }
 
@@ -45,9 +46,11 @@ for shape in "${shapes[@]}"; do
       bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16,64
       bench "graphs, unfused" "${common[@]}" --no-cuda-fusion
       bench "eager, fused" "${common[@]}" --no-cuda-graphs
-      bench "graphs+fused, context 1024" --prompt 1024 --gen 64 --reps 10 -k 7 ;;
+      bench "graphs+fused, context 1024" --prompt 1024 --gen 64 --reps 10 -k 7
+      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile ;;
     llama-3.2-3b-bf16)  # 64 sequences' prefill alone takes half a minute here
-      bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16 ;;
+      bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16
+      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile ;;
     *)
       bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16,64 ;;
   esac

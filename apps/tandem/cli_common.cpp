@@ -159,6 +159,7 @@ ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d) {
   cuda_model::CudaOptions o;
   o.graphs = !d.no_graphs;
   o.fused = !d.no_fusion;
+  o.profile = d.profile;
   return cuda_model::forward_pass_factory(cuda_model::parse_device(d.device), o);
 }
 

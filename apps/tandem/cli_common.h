@@ -50,6 +50,7 @@ struct DeviceCliOptions {
   std::string device = "cpu";
   bool no_graphs = false;
   bool no_fusion = false;
+  bool profile = false;  // not an option: `bench decode --profile` sets it
 };
 void add_device_options(CLI::App* cmd, DeviceCliOptions& d);
 // The forward pass the options ask for (empty: the CPU). Throws tandem::Error

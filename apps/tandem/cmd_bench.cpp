@@ -185,9 +185,9 @@ BatchRate time_batched_decode(ForwardPass& tf, KVCache& cache, const std::vector
 void run_decode_bench(const DecodeOptions& o) {
   check(o.prompt_tokens >= 1 && o.gen_tokens >= 1 && o.k >= 1 && o.verify_reps >= 1,
         "bench decode: --prompt, --gen, -k and --reps must be at least 1");
-  const ForwardPassFactory forward_pass = forward_pass_factory(o.device);
-  check(!o.profile || !forward_pass,
-        "bench decode: --profile times the CPU kernels (--device cpu)");
+  DeviceCliOptions device = o.device;
+  device.profile = o.profile;  // on a device: the pass times its kernels, eagerly
+  const ForwardPassFactory forward_pass = forward_pass_factory(device);
   ThreadPool pool(o.threads);
   kernels::KernelConfig kernel_config = kernels::kernel_config_from_env();
   kernel_config.profile = o.profile;
@@ -273,6 +273,7 @@ void run_decode_bench(const DecodeOptions& o) {
     profile->clear();
     pool.reset_timing();
   }
+  tf.clear_profile();
   double decode_s = 0.0;
   std::vector<double> pass_gb_s, block_fraction;
   for (int i = 0; i < o.gen_tokens;) {
@@ -291,6 +292,7 @@ void run_decode_bench(const DecodeOptions& o) {
     pass_gb_s.push_back(membw->pass());  // no kernel runs in it: the profile sees none of it
     block_fraction.push_back(n * bytes / block_s / 1e9 / pass_gb_s.back());
   }
+  const std::vector<PassProfileEntry> device_profile = tf.profile();
   std::vector<BatchRate> batch_rates;
   for (int n : o.batches)
     batch_rates.push_back(
@@ -401,6 +403,8 @@ void run_decode_bench(const DecodeOptions& o) {
                              {"reproducible_share_of_step", c.reproducible_ms / step_ms},
                              {"optimal_ms", c.optimal_ms},
                              {"optimal_share_of_step", c.optimal_ms / step_ms}});
+  if (!device_profile.empty())
+    j["device_profile"] = report_device_profile(device_profile, o.gen_tokens, 1000.0 * decode_s);
   if (profile)
     j["profile"] = report_decode_profile(*profile, pool.timing(), pool.size(), o.gen_tokens,
                                          1000.0 * decode_s, bw);
@@ -447,9 +451,11 @@ void add_bench_command(CLI::App& app) {
       ->add_option("--batch", o.batches,
                    "Also time decode steps of this many sequences at once (tok/s), e.g. 16,64")
       ->delimiter(',');
-  decode->add_flag("--profile", o.profile,
-                   "Time every kernel of the decode steps: per kernel kind (matmuls with their "
-                   "bandwidth), per layer, outside the kernels, thread pool idle time");
+  decode->add_flag(
+      "--profile", o.profile,
+      "Time every kernel of the decode steps: per kernel kind (matmuls with their "
+      "bandwidth), per layer, outside the kernels, thread pool idle time; with --device "
+      "cuda, each kind of kernel with CUDA events, every pass eager");
   decode->add_option("--kv", o.kv, "KV cache type: f16 or f32 (default f16)")
       ->check(CLI::IsMember({"f16", "f32"}));
   add_device_options(decode, o.device);

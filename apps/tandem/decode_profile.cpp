@@ -72,4 +72,28 @@ nlohmann::json report_decode_profile(const kernels::KernelProfile& profile,
           {"pool_idle_share", idle_share}};
 }
 
+nlohmann::json report_device_profile(const std::vector<PassProfileEntry>& profile, int tokens,
+                                     double decode_ms) {
+  std::vector<PassProfileEntry> sorted = profile;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
+  const double step_ms = decode_ms / tokens;
+  double timed_ms = 0.0;
+  fmt::print("device time per decode step ({} steps, {:.3f} ms each on the host's clock):\n",
+             tokens, step_ms);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& e : sorted) {
+    const double ms = e.ms / tokens;
+    timed_ms += ms;
+    fmt::print("  {:28} {:8.3f} ms {:6.1f}%  {:6.1f} intervals\n", e.name, ms, 100.0 * ms / step_ms,
+               double(e.count) / tokens);
+    rows.push_back({{"name", e.name},
+                    {"ms_per_step", ms},
+                    {"share_of_step", ms / step_ms},
+                    {"intervals_per_step", double(e.count) / tokens}});
+  }
+  fmt::print("  {:28} {:8.3f} ms {:6.1f}%\n", "(between the timed intervals)", step_ms - timed_ms,
+             100.0 * (step_ms - timed_ms) / step_ms);
+  return {{"kinds", rows}, {"step_ms", step_ms}, {"untimed_ms", step_ms - timed_ms}};
+}
+
 }  // namespace tandem::cli

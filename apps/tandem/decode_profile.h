@@ -6,6 +6,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/profiling_kernels.h"
+#include "model/forward_pass.h"
 
 namespace tandem::cli {
 
@@ -14,5 +15,12 @@ namespace tandem::cli {
 nlohmann::json report_decode_profile(const kernels::KernelProfile& profile,
                                      const ThreadPool::Timing& pool, int threads, int tokens,
                                      double decode_ms, double membw_gb_s);
+
+// `bench decode --profile --device cuda`: a device pass's time per kind of
+// work (ForwardPass::profile) over `tokens` decode steps that took `decode_ms`
+// on the host's clock, largest first, with each kind's share of a step; the
+// rest of the step is the host's (inputs, launches, waiting).
+nlohmann::json report_device_profile(const std::vector<PassProfileEntry>& profile, int tokens,
+                                     double decode_ms);
 
 }  // namespace tandem::cli

@@ -79,6 +79,10 @@ CudaTransformer::CudaTransformer(const Model& model, const ForwardPassSpec& spec
       prefix_sharing_(spec.kv.kind == KVCacheConfig::Kind::Paged),
       buckets_(bucket_limits(limits_)),
       inv_freq_(rope_inv_freq(c_)) {
+  if (options_.profile) {
+    options_.graphs = false;  // a graph replays as one interval
+    timeline_ = std::make_unique<cuda::StreamTimeline>(stream_.get());
+  }
   check(c_.head_dim <= cuda::kMaxHeadDim && c_.head_dim % 2 == 0,
         "--device cuda: head_dim {} (the kernels take even head sizes up to {})", c_.head_dim,
         cuda::kMaxHeadDim);
@@ -218,6 +222,7 @@ void CudaTransformer::run_pass(const ForwardBatch& b, int begin, int n, DeviceKV
   const bool graph = options_.graphs && fits_bucket(b, begin, n, bucket);
   build_step_inputs(b, begin, n, graph ? bucket.rows() : n, graph ? bucket.tokens : 0, limits_,
                     table_of, cache.pad_block(), inv_freq_, step_);
+  mark("inputs to the device");
   stage_inputs();
   if (graph) {
     run_graph(bucket, cache);
@@ -225,6 +230,13 @@ void CudaTransformer::run_pass(const ForwardBatch& b, int begin, int n, DeviceKV
     enqueue_layers(n, step_.max_keys, cache);
   }
   download_rows(b, begin, n, graph, logits);
+  if (timeline_) timeline_->collect(profile_);
+}
+
+std::vector<PassProfileEntry> CudaTransformer::profile() const {
+  std::vector<PassProfileEntry> out;
+  for (const auto& [name, t] : profile_) out.push_back({name, t.ms, t.count});
+  return out;
 }
 
 // A pass fits a bucket when its sequences and its rows per sequence do.
@@ -293,15 +305,18 @@ void CudaTransformer::enqueue_layers(int rows, int max_keys, const DeviceKVCache
   const cuda::AttentionDims dims{c_.n_heads, c_.n_kv_heads, hd,
                                  1.0f / std::sqrt(static_cast<float>(hd))};
 
+  mark("embedding");
   cuda::get_rows(weights_.tok_embd(), tokens, rows, x_, s);
   for (int l = 0; l < c_.n_layers; ++l) {
     const DeviceLayer& L = weights_.layer(l);
+    mark("rmsnorm");
     if (l == 0)
       cuda::rmsnorm(x_, L.attn_norm, rows, d, eps, xn_, s);
     else
       cuda::add_rmsnorm(x_, out_, L.attn_norm, rows, d, eps, xn_, s);
     const cuda::PagedKV kv = cache.layer(l);
     if (options_.fused) {
+      mark("qkv_rope_store");
       cuda::QkvStep q;
       q.wq = &L.wq;
       q.wk = &L.wk;
@@ -321,9 +336,11 @@ void CudaTransformer::enqueue_layers(int rows, int max_keys, const DeviceKVCache
       q.table_stride = limits_.table_stride;
       cuda::qkv_rope_store(q, kv, xn_, rows, q_, s);
     } else {
+      mark("gemm q, k, v");
       gemm_rows(L.wq, xn_, rows, q_, q_dim);
       gemm_rows(L.wk, xn_, rows, k_, kv_dim);
       gemm_rows(L.wv, xn_, rows, v_, kv_dim);
+      mark("add_rows, rope, kv_store");
       if (L.bq) {
         cuda::add_rows(q_, L.bq, rows, q_dim, s);
         cuda::add_rows(k_, L.bk, rows, kv_dim, s);
@@ -346,18 +363,25 @@ void CudaTransformer::enqueue_layers(int rows, int max_keys, const DeviceKVCache
     a.remap = remap;
     a.remap_from = remap_from;
     a.remap_stride = step_.remap_stride;
+    mark("attention");
     cuda::paged_attention(a, kv, dims, s);
+    mark("gemm wo");
     gemm_rows(L.wo, attn_, rows, out_, d);
+    mark("rmsnorm");
     cuda::add_rmsnorm(x_, out_, L.ffn_norm, rows, d, eps, xn_, s);
     if (options_.fused) {
+      mark("gate_up_swiglu");
       cuda::gate_up_swiglu(L.w_gate, L.w_up, xn_, rows, hidden_, s);
     } else {
+      mark("gemm gate, up; swiglu");
       gemm_rows(L.w_gate, xn_, rows, gate_, c_.d_ff);
       gemm_rows(L.w_up, xn_, rows, up_, c_.d_ff);
       cuda::swiglu(gate_, up_, int64_t{rows} * c_.d_ff, hidden_, s);
     }
+    mark("gemm down");
     gemm_rows(L.w_down, hidden_, rows, out_, d);
   }
+  mark("rmsnorm");
   cuda::add_rmsnorm(x_, out_, weights_.output_norm(), rows, d, eps, xn_, s);
 }
 
@@ -413,6 +437,7 @@ void CudaTransformer::download_rows(const ForwardBatch& b, int begin, int n, boo
   float* host = host_logits_.as<float>();
   for (size_t c = 0; c < wanted.size(); c += size_t(limits_.max_rows)) {
     const int m = static_cast<int>(std::min(wanted.size() - c, size_t(limits_.max_rows)));
+    mark(all_rows ? "logits to the host" : "gather rows");
     for (int i = 0; i < m; ++i) {
       const int row = b.logit_rows[wanted[c + i]] - begin;
       if (all_rows) {
@@ -423,7 +448,9 @@ void CudaTransformer::download_rows(const ForwardBatch& b, int begin, int n, boo
       }
     }
     if (!all_rows) {
+      mark("lm head");
       enqueue_head(out_, m);
+      mark("logits to the host");
       cuda::copy_to_host(host, logits_, sizeof(float) * V * m, s);
     }
     stream_.synchronize();

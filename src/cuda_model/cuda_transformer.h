@@ -36,6 +36,7 @@
 #include "cuda/graph_buckets.h"
 #include "cuda/memory_plan.h"
 #include "cuda/stream.h"
+#include "cuda/timeline.h"
 #include "cuda_model/device_kv_cache.h"
 #include "cuda_model/device_weights.h"
 #include "cuda_model/step_inputs.h"
@@ -49,6 +50,9 @@ struct CudaOptions {
   // gemm_pairs): 8 launches a layer instead of 15 to 18, the same bits. false:
   // each operation on its own (the fused-equals-unfused test, benchmarks).
   bool fused = true;
+  // Time every kind of kernel with CUDA events (profile()); every pass then
+  // runs eagerly, as a graph replays as one.
+  bool profile = false;
   size_t reserve_bytes = size_t{1} << 30;  // device memory left to the driver and the graphs
 };
 
@@ -67,6 +71,8 @@ class CudaTransformer final : public ForwardPass {
   // The device cache of the spec's configuration (config must be it); once.
   std::unique_ptr<KVCache> make_cache(const KVCacheConfig& config) override;
   void restrict_output(std::vector<std::pair<int, int>> ranges) override;
+  std::vector<PassProfileEntry> profile() const override;
+  void clear_profile() override { profile_.clear(); }
 
   // Turns graph replay on or off (off: every pass eager).
   void set_graphs(bool on) { options_.graphs = on; }
@@ -91,6 +97,10 @@ class CudaTransformer final : public ForwardPass {
   void enqueue_head(const float* x, int rows);
   void run_graph(const cuda::GraphBucket& bucket, const DeviceKVCache& cache);
   void download_rows(const ForwardBatch& b, int begin, int n, bool all_rows, float* logits);
+  // Starts a timed interval (CudaOptions::profile); nothing otherwise.
+  void mark(const char* name) {
+    if (timeline_) timeline_->mark(name);
+  }
 
   const Model& model_;
   const ModelConfig& c_;
@@ -106,6 +116,8 @@ class CudaTransformer final : public ForwardPass {
   cuda::MemoryPlan plan_;
   cuda::DeviceBuffer memory_;  // the one allocation
   cuda::StreamOwner stream_;
+  std::unique_ptr<cuda::StreamTimeline> timeline_;  // with CudaOptions::profile
+  std::map<std::string, cuda::IntervalTotal> profile_;
   cuda::GraphBuckets buckets_;
   std::map<std::pair<int, int>, cuda::CudaGraph> graphs_;  // by (batch, tokens)
   InputOffsets in_;

@@ -7,8 +7,10 @@
 // memory, with the same block tables and lengths on the host, so truncate_to
 // and rollback stay length changes of the host tables.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,13 @@
 #include "model/model.h"
 
 namespace tandem {
+
+// Time a pass spent on one kind of work, summed over its steps.
+struct PassProfileEntry {
+  std::string name;
+  double ms = 0.0;
+  int64_t count = 0;  // intervals timed
+};
 
 class ForwardPass {
  public:
@@ -41,6 +50,12 @@ class ForwardPass {
   // Compute logits only for token ids in these [begin, end) ranges; the others
   // get -infinity (Transformer::restrict_output says why). Empty: all.
   virtual void restrict_output(std::vector<std::pair<int, int>> ranges) = 0;
+
+  // Where the time of the steps since clear_profile() went, by kind of work, for
+  // a pass made to profile (the CUDA pass's kernels: CudaOptions::profile);
+  // empty otherwise (the CPU kernels profile themselves: kernels::KernelProfile).
+  virtual std::vector<PassProfileEntry> profile() const { return {}; }
+  virtual void clear_profile() {}
 };
 
 // What a forward pass is made for: passes of up to max_tokens positions, and

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "cuda_model/cuda_transformer.h"
 #include "cuda_model/device_choice.h"
@@ -254,6 +255,44 @@ TEST_F(CudaForward, FusedLaunchesEqualUnfused) {
     unfused.fused = false;
     expect_same_steps(scripted_steps(*m, unfused, c.kv), scripted_steps(*m, fused, c.kv));
   }
+}
+
+// A profiling pass (CudaOptions::profile, bench decode --profile) times every
+// kind of kernel, each per-layer kind once a layer and step, and computes the
+// same logits as a pass that does not. (Written after the H100 runs of
+// 2026-11-27: not yet run on a GPU.)
+TEST_F(CudaForward, ProfileTimesEveryKindOfKernel) {
+  auto m = synthetic(DType::Q4_K, Arch::Qwen2, "cuda_profile");
+  CudaOptions plain, profiled;
+  plain.graphs = false;
+  profiled.profile = true;
+  const auto a = scripted_steps(*m, plain);
+  CudaTransformer tf(*m, one_sequence(64), profiled);
+  auto cache = tf.make_cache(one_sequence(64).kv);
+  const int slot = cache->allocate();
+  const auto ids = test::pseudo_random_ids(4, m->config().vocab_size, 2);
+  ForwardBatch b;
+  b.add_sequence(slot, ids.data(), 3, 0, false, true);
+  std::vector<float> out(size_t(m->config().vocab_size));
+  tf.forward(b, *cache, out.data());
+  tf.clear_profile();
+  b.clear();
+  b.add_sequence(slot, &ids[3], 1, 3, false, true);
+  tf.forward(b, *cache, out.data());
+  std::map<std::string, PassProfileEntry> kinds;
+  for (const auto& e : tf.profile()) kinds[e.name] = e;
+  const int64_t layers = m->config().n_layers;
+  for (const char* name :
+       {"qkv_rope_store", "attention", "gemm wo", "gate_up_swiglu", "gemm down"}) {
+    ASSERT_EQ(kinds.count(name), 1u) << name;
+    EXPECT_EQ(kinds[name].count, layers) << name;
+    EXPECT_GT(kinds[name].ms, 0.0) << name;
+  }
+  for (const char* name : {"embedding", "lm head", "logits to the host", "inputs to the device"})
+    EXPECT_EQ(kinds.count(name), 1u) << name;
+  EXPECT_EQ(kinds["rmsnorm"].count, 2 * layers + 1);  // two a layer, the output norm
+  expect_same_steps(a, scripted_steps(*m, profiled));
+  EXPECT_EQ(tf.graphs_captured(), 0);  // profiling runs every pass eagerly
 }
 
 // A contiguous configuration promises every slot its n_ctx positions at once:

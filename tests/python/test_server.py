@@ -575,7 +575,7 @@ def main():
                  for p in SPEC_PROMPTS}
         test_graceful_stop(srv, signal.SIGTERM)
 
-    with serving(ServerProcess("--draft", "ngram", "-k", 4, "--max-batch", 4), "ngram") as srv:
+    with serving(ServerProcess("--draft", "ngram", "-k", 4, "--draft-always", "--max-batch", 4), "ngram") as srv:
         test_speculative(srv, plain)
         test_graceful_stop(srv, signal.SIGINT)
     finish(t_start, "all server checks passed")

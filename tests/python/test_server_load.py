@@ -61,7 +61,7 @@ def run_one(srv, r):
 
 def main():
     t0 = time.time()
-    with serving(ServerProcess("--draft", "ngram", "-k", 4, "--max-batch", MAX_BATCH,
+    with serving(ServerProcess("--draft", "ngram", "-k", 4, "--draft-always", "--max-batch", MAX_BATCH,
                                "--kv-cache-tokens", KV_TOKENS, "--ctx", 512, "--max-queue", 64,
                                "-q"), "load") as srv:
         reqs = make_requests()

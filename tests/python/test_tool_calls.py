@@ -214,7 +214,7 @@ def main():
     for m in (QWEN, DRAFT):
         if not m.exists():
             sys.exit(f"{m} is missing: run `make models`")
-    srv = ServerProcess("-d", DRAFT, model=QWEN, threads=1, startup_timeout=120)
+    srv = ServerProcess("-d", DRAFT, "--draft-always", model=QWEN, threads=1, startup_timeout=120)
     try:
         test_choices(srv)
         test_seeded_sampling(srv)

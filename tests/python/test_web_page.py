@@ -69,7 +69,7 @@ def main():
     chromium, driver_path = find_browser()
     from selenium.webdriver.common.by import By
 
-    srv = ServerProcess("--draft", "ngram", "-k", "auto")
+    srv = ServerProcess("--draft", "ngram", "-k", 4, "--draft-always")
     browser = None
     try:
         browser = open_browser(chromium, driver_path)

@@ -14,22 +14,8 @@ const RateGuard::BatchState* RateGuard::find(int batch) const {
   return batch >= 0 && static_cast<size_t>(batch) < by_batch_.size() ? &by_batch_[batch] : nullptr;
 }
 
-bool RateGuard::smaller_is_off(int batch) const {
-  for (int b = 1; b < batch && static_cast<size_t>(b) < by_batch_.size(); ++b)
-    if (by_batch_[b].off) return true;
-  return false;
-}
-
 bool RateGuard::allows(int batch) {
   BatchState& s = state(batch);
-  if (!s.asked) {
-    s.asked = true;
-    if (smaller_is_off(batch)) {  // starts off: its first trial after retry_after rounds
-      s.off = true;
-      s.rounds_off = 0;
-      s.wait = tuning_.retry_after;
-    }
-  }
   if (s.off) {
     if (++s.rounds_off < s.wait) return false;
     // A trial: judged on its own rounds, not on the ones that lost before.

@@ -6,10 +6,7 @@
 // realised rate. Per batch size, this guard keeps the tokens per millisecond of
 // recent plain rounds and of recent drafted rounds; where drafted rounds fall
 // below plain, that batch size decodes plain, and tries drafting again only
-// rarely (ever more rarely while the tries keep losing). Drafting pays less the
-// more requests share a round (a verify pass of more rows costs more of a
-// step), so a batch size first asked about after a smaller one lost starts
-// off, and waits for its own trial like one that lost.
+// rarely (ever more rarely while the tries keep losing).
 #pragma once
 #include <vector>
 
@@ -84,7 +81,6 @@ class RateGuard {
   };
   struct BatchState {
     Faded plain, drafted;
-    bool asked = false;        // allows() has been called for it
     int plain_rounds = 0;      // plain rounds recorded (all time)
     int drafted_rounds = 0;    // drafted rounds recorded in this trial
     int since_plain = 0;       // drafted rounds since the last plain one
@@ -100,8 +96,6 @@ class RateGuard {
     return s.drafted_rounds > tuning_.judge_after && s.plain_rounds >= tuning_.plain_reference;
   }
   BatchState& state(int batch);
-  // Whether a batch size below `batch` decodes plain because drafting lost.
-  bool smaller_is_off(int batch) const;
   const BatchState* find(int batch) const;
   RateGuardTuning tuning_;
   std::vector<BatchState> by_batch_;  // index: batch size

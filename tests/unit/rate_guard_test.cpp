@@ -150,25 +150,3 @@ TEST(RateGuard, AHairBelowPlainIsNotALoss) {
   EXPECT_FALSE(g.drafting_off(2));
   EXPECT_TRUE(g.judged(2));
 }
-
-// A batch size first asked about after a smaller one lost starts off and gets
-// its first trial after retry_after rounds; one asked about before the loss,
-// and smaller ones, keep their own verdicts.
-TEST(RateGuard, ABatchSizeFirstSeenAboveALosingOneStartsOff) {
-  const RateGuardTuning t;
-  RateGuard g(t);
-  ASSERT_TRUE(g.allows(4));  // asked about before any verdict
-  g.record(4, true, 8, 20);
-  plain_rounds(g, 2, 3);
-  drafted_rounds(g, 2, t.judge_after + 1, 1);  // 1 token per 20 ms: loses
-  ASSERT_TRUE(g.drafting_off(2));
-  for (int r = 1; r < t.retry_after; ++r) {
-    ASSERT_FALSE(g.allows(3)) << "round " << r;
-    g.record(3, false, 3, 10);
-  }
-  EXPECT_TRUE(g.drafting_off(3));
-  EXPECT_TRUE(g.allows(3)) << "its first trial";
-  EXPECT_FALSE(g.drafting_off(3));
-  EXPECT_TRUE(g.allows(4)) << "asked about before the loss: its own rounds decide";
-  EXPECT_TRUE(g.allows(1)) << "smaller batch sizes are not affected";
-}

@@ -155,11 +155,11 @@ void add_device_options(CLI::App* cmd, DeviceCliOptions& d) {
                 "own (the same results; for comparing)");
 }
 
-ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d) {
+ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d, bool profile_kernels) {
   cuda_model::CudaOptions o;
   o.graphs = !d.no_graphs;
   o.fused = !d.no_fusion;
-  o.profile = d.profile;
+  o.profile = profile_kernels;
   return cuda_model::forward_pass_factory(cuda_model::parse_device(d.device), o);
 }
 

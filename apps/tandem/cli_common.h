@@ -50,13 +50,13 @@ struct DeviceCliOptions {
   std::string device = "cpu";
   bool no_graphs = false;
   bool no_fusion = false;
-  bool profile = false;  // not an option: `bench decode --profile` sets it
 };
 void add_device_options(CLI::App* cmd, DeviceCliOptions& d);
 // The forward pass the options ask for (empty: the CPU). Throws tandem::Error
 // naming the problem where CUDA cannot run: a build without the kernels, or no
 // device. Commands call it before loading a model, so the error comes first.
-ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d);
+// profile_kernels: a device pass times its kernels (`bench decode --profile`).
+ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d, bool profile_kernels = false);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --seed,
 // --sampling-mode.

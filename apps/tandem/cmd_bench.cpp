@@ -185,9 +185,8 @@ BatchRate time_batched_decode(ForwardPass& tf, KVCache& cache, const std::vector
 void run_decode_bench(const DecodeOptions& o) {
   check(o.prompt_tokens >= 1 && o.gen_tokens >= 1 && o.k >= 1 && o.verify_reps >= 1,
         "bench decode: --prompt, --gen, -k and --reps must be at least 1");
-  DeviceCliOptions device = o.device;
-  device.profile = o.profile;  // on a device: the pass times its kernels, eagerly
-  const ForwardPassFactory forward_pass = forward_pass_factory(device);
+  // On a device, --profile has the pass time its kernels (eagerly).
+  const ForwardPassFactory forward_pass = forward_pass_factory(o.device, o.profile);
   ThreadPool pool(o.threads);
   kernels::KernelConfig kernel_config = kernels::kernel_config_from_env();
   kernel_config.profile = o.profile;
@@ -209,10 +208,9 @@ void run_decode_bench(const DecodeOptions& o) {
         model->config().context_length);
   // One contiguous slot of ctx positions (on a device: as many, in blocks).
   ForwardPassSpec spec;
-  spec.max_tokens = Transformer::kDefaultMaxTokens;
+  spec.max_tokens = std::max(Transformer::kDefaultMaxTokens, max_batch);
   spec.kv.n_slots = 1 + (o.batches.empty() ? 0 : max_batch);
   spec.kv.n_ctx = ctx;
-  spec.max_tokens = std::max(spec.max_tokens, max_batch);
   spec.kv.type = o.kv == "f32" ? DType::F32 : DType::F16;
   const auto pass_t0 = Clock::now();
   std::unique_ptr<ForwardPass> pass = make_forward_pass(forward_pass, *model, pool, spec);

@@ -21,7 +21,7 @@ struct TypeRecipe {
   DType embed, output, matrix;  // output unused when the embedding is tied
   DType attn_v, ffn_down;       // in the other layers
   DType attn_v_more, ffn_down_more;
-  std::vector<int> more_bits_layers;
+  std::vector<int> more_bits_layers = {};
 };
 
 ModelShape build(ModelShape s, bool tied, const TypeRecipe& r) {
@@ -57,67 +57,33 @@ ModelShape build(ModelShape s, bool tied, const TypeRecipe& r) {
 }
 
 ModelShape qwen25(const std::string& name, int layers, int d, int heads, int ff) {
-  ModelShape s;
-  s.name = name;
-  s.arch = Arch::Qwen2;
-  s.n_layers = layers;
-  s.d_model = d;
-  s.n_heads = heads;
-  s.n_kv_heads = 2;
-  s.d_ff = ff;
-  s.vocab_size = 151936;
-  s.context_length = 32768;
-  s.rope_theta = 1000000.0f;
-  s.norm_eps = 1e-6f;
-  return s;
+  return {.name = name,
+          .arch = Arch::Qwen2,
+          .n_layers = layers,
+          .d_model = d,
+          .n_heads = heads,
+          .n_kv_heads = 2,
+          .d_ff = ff,
+          .vocab_size = 151936,
+          .context_length = 32768,
+          .rope_theta = 1000000.0f,
+          .norm_eps = 1e-6f};
 }
 
 ModelShape llama32(const std::string& name, int layers, int d, int heads) {
-  ModelShape s;
-  s.name = name;
-  s.arch = Arch::Llama;
-  s.n_layers = layers;
-  s.d_model = d;
-  s.n_heads = heads;
-  s.n_kv_heads = 8;
-  s.d_ff = 8192;
-  s.vocab_size = 128256;
-  s.context_length = 131072;
-  s.rope_theta = 500000.0f;
-  s.norm_eps = 1e-5f;
-  s.llama3_rope_scaling = true;
-  s.rope_factor = 32.0f;
-  return s;
-}
-
-ModelShape make_preset(const std::string& name) {
-  if (name == "qwen2.5-coder-1.5b-q4_k_m")
-    return build(qwen25(name, 28, 1536, 12, 8960), false,
-                 {DType::Q4_K,
-                  DType::Q6_K,
-                  DType::Q4_K,
-                  DType::Q4_K,
-                  DType::Q4_K,
-                  DType::Q6_K,
-                  DType::Q6_K,
-                  {0, 1, 5, 6, 7, 8, 9, 10, 13, 16, 19, 21, 24, 27}});
-  if (name == "qwen2.5-coder-0.5b-q4_k_m")  // 896 is no multiple of 256: legacy types
-    return build(qwen25(name, 24, 896, 14, 4864), false,
-                 {DType::Q5_0,
-                  DType::Q8_0,
-                  DType::Q5_0,
-                  DType::Q5_0,
-                  DType::Q4_K,
-                  DType::Q8_0,
-                  DType::Q6_K,
-                  {0, 1, 3, 6, 7, 8, 9, 10, 13, 16, 19, 21}});
-  const TypeRecipe bf16{DType::BF16, DType::BF16, DType::BF16, DType::BF16,
-                        DType::BF16, DType::BF16, DType::BF16, {}};
-  if (name == "llama-3.2-1b-bf16") return build(llama32(name, 16, 2048, 32), true, bf16);
-  if (name == "llama-3.2-3b-bf16") return build(llama32(name, 28, 3072, 24), true, bf16);
-  std::string known;
-  for (const auto& n : model_shape_names()) known += (known.empty() ? "" : ", ") + n;
-  fail("unknown model shape '{}' (known: {})", name, known);
+  return {.name = name,
+          .arch = Arch::Llama,
+          .n_layers = layers,
+          .d_model = d,
+          .n_heads = heads,
+          .n_kv_heads = 8,
+          .d_ff = 8192,
+          .vocab_size = 128256,
+          .context_length = 131072,
+          .rope_theta = 500000.0f,
+          .norm_eps = 1e-5f,
+          .llama3_rope_scaling = true,
+          .rope_factor = 32.0f};
 }
 
 // splitmix64: the same stream on every platform.
@@ -198,7 +164,40 @@ std::vector<std::string> model_shape_names() {
           "llama-3.2-3b-bf16"};
 }
 
-ModelShape model_shape(const std::string& name) { return make_preset(name); }
+ModelShape model_shape(const std::string& name) {
+  if (name == "qwen2.5-coder-1.5b-q4_k_m")
+    return build(qwen25(name, 28, 1536, 12, 8960), false,
+                 {.embed = DType::Q4_K,
+                  .output = DType::Q6_K,
+                  .matrix = DType::Q4_K,
+                  .attn_v = DType::Q4_K,
+                  .ffn_down = DType::Q4_K,
+                  .attn_v_more = DType::Q6_K,
+                  .ffn_down_more = DType::Q6_K,
+                  .more_bits_layers = {0, 1, 5, 6, 7, 8, 9, 10, 13, 16, 19, 21, 24, 27}});
+  if (name == "qwen2.5-coder-0.5b-q4_k_m")  // 896 is no multiple of 256: legacy types
+    return build(qwen25(name, 24, 896, 14, 4864), false,
+                 {.embed = DType::Q5_0,
+                  .output = DType::Q8_0,
+                  .matrix = DType::Q5_0,
+                  .attn_v = DType::Q5_0,
+                  .ffn_down = DType::Q4_K,
+                  .attn_v_more = DType::Q8_0,
+                  .ffn_down_more = DType::Q6_K,
+                  .more_bits_layers = {0, 1, 3, 6, 7, 8, 9, 10, 13, 16, 19, 21}});
+  const TypeRecipe bf16{.embed = DType::BF16,
+                        .output = DType::BF16,
+                        .matrix = DType::BF16,
+                        .attn_v = DType::BF16,
+                        .ffn_down = DType::BF16,
+                        .attn_v_more = DType::BF16,
+                        .ffn_down_more = DType::BF16};
+  if (name == "llama-3.2-1b-bf16") return build(llama32(name, 16, 2048, 32), true, bf16);
+  if (name == "llama-3.2-3b-bf16") return build(llama32(name, 28, 3072, 24), true, bf16);
+  std::string known;
+  for (const auto& n : model_shape_names()) known += (known.empty() ? "" : ", ") + n;
+  fail("unknown model shape '{}' (known: {})", name, known);
+}
 
 void set_architecture_metadata(GGUFWriter& w, const ModelShape& s, const std::string& name) {
   const std::string a = s.arch == Arch::Llama ? "llama" : "qwen2";

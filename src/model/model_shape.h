@@ -27,7 +27,7 @@ struct ShapeTensor {
 };
 
 struct ModelShape {
-  std::string name;  // the preset's name
+  std::string name = {};  // the preset's name
   Arch arch = Arch::Llama;
   int n_layers = 0, d_model = 0, n_heads = 0, n_kv_heads = 0, d_ff = 0, vocab_size = 0;
   int context_length = 0;
@@ -37,7 +37,7 @@ struct ModelShape {
   bool llama3_rope_scaling = false;
   float rope_factor = 1.0f, rope_low_freq = 1.0f, rope_high_freq = 4.0f;
   int rope_original_context = 8192;
-  std::vector<ShapeTensor> tensors;  // in the real file's order of kinds
+  std::vector<ShapeTensor> tensors = {};  // the tensor table
 
   int head_dim() const { return d_model / n_heads; }
   uint64_t bytes() const;  // the tensors' bytes, as a GGUF stores them

@@ -514,17 +514,16 @@ ojson hf_config_json(const SyntheticSpec& s, const Vocab* v) {
 std::string write_synthetic_gguf(const SyntheticSpec& s, const std::string& path) {
   check_spec(s);
   const bool llama = s.arch == Arch::Llama;
-  ModelShape dims;
-  dims.arch = s.arch;
-  dims.n_layers = s.n_layers;
-  dims.context_length = s.context_length;
-  dims.d_model = s.d_model;
-  dims.d_ff = s.d_ff;
-  dims.n_heads = s.n_heads;
-  dims.n_kv_heads = s.n_kv_heads;
-  dims.norm_eps = 1e-5f;
-  dims.rope_theta = s.rope_theta;
-  dims.vocab_size = s.vocab_size;
+  const ModelShape dims{.arch = s.arch,
+                        .n_layers = s.n_layers,
+                        .d_model = s.d_model,
+                        .n_heads = s.n_heads,
+                        .n_kv_heads = s.n_kv_heads,
+                        .d_ff = s.d_ff,
+                        .vocab_size = s.vocab_size,
+                        .context_length = s.context_length,
+                        .rope_theta = s.rope_theta,
+                        .norm_eps = 1e-5f};
   GGUFWriter w;
   set_architecture_metadata(w, dims, llama ? "synthetic-llama" : "synthetic-qwen2");
   if (s.with_tokenizer) add_gguf_tokenizer(w, make_vocab(s));

@@ -118,7 +118,7 @@ RoundCount allocations_in_rounds(const Models& m, const RoundSetup& s, SpecOptio
   std::vector<int> longest(seqs.size(), -1), most_planned(seqs.size(), -1);
   int longest_total = -1, most_planned_total = -1;
   auto verified = [&](size_t i) { return seqs[i]->stats().drafted + seqs[i]->stats().tree_nodes; };
-  auto raise = [](int value, int& most) {  // whether a positive value beat the most so far
+  auto beats_most = [](int value, int& most) {  // whether a positive value beat the most so far
     const bool beat = value > most && value > 0;
     most = std::max(most, value);
     return beat;
@@ -131,11 +131,11 @@ RoundCount allocations_in_rounds(const Models& m, const RoundSetup& s, SpecOptio
       const int planned = i < plan.k.size() ? plan.k[i] : 0;
       total += drafted;
       planned_total += planned;
-      grew = raise(drafted, longest[i]) || grew;
-      grew = raise(planned, most_planned[i]) || grew;
+      grew = beats_most(drafted, longest[i]) || grew;
+      grew = beats_most(planned, most_planned[i]) || grew;
     }
-    grew = raise(total, longest_total) || grew;
-    grew = raise(planned_total, most_planned_total) || grew;
+    grew = beats_most(total, longest_total) || grew;
+    grew = beats_most(planned_total, most_planned_total) || grew;
     return grew;
   };
   // TANDEM_ALLOC_TRACE=1 traces the counted rounds only: the warm-up's growth

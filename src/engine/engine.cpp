@@ -170,6 +170,8 @@ std::vector<Sequence*> Engine::plan_round(RoundPlan& plan) {
       if (!s->finished() && cache_->length(s->target_slot) >= s->prefill_end())
         decoding.push_back(s.get());
     const RoundBudget budget(*cache_, drafter_ ? drafter_->memory() : nullptr, decoding);
+    plan.load = static_cast<int>(std::count_if(running_.begin(), running_.end(),
+                                               [](const auto& s) { return !s->finished(); }));
     runner_->plan(generations(decoding), budget, plan);
     // The policy drafts only within the budget; a plain step that does not fit
     // either needs a request's blocks: the most recently admitted gives them up.

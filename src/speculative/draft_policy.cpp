@@ -69,8 +69,10 @@ double DraftPolicy::catch_up_ms(const DraftContext& ctx) const {
 
 void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
   const std::vector<RoundRequest>& round = p.requests;
+  for (const RoundRequest& r : round)
+    if (!requests_.contains(r.ctx.id)) state(r.ctx.id).born_in_trial = guard_.trial(p.guard_load());
   draft_lengths(round, p.k);
-  if (guarded() && p.drafts() && !guard_.allows(static_cast<int>(round.size())))
+  if (guarded() && p.drafts() && !guard_.allows(p.guard_load()))
     std::fill(p.k.begin(), p.k.end(), 0);
   p.positions.resize(round.size());
   for (size_t i = 0; i < round.size(); ++i)
@@ -81,6 +83,24 @@ void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
     std::fill(p.k.begin(), p.k.end(), 0);
     std::fill(p.positions.begin(), p.positions.end(), 0);
   }
+  start_up_ = starts_up(p);
+}
+
+bool DraftPolicy::starts_up(const RoundPlan& p) {
+  // Free drafters (n-gram, suffix) keep no state that a trial must build.
+  if (!guarded() || !p.drafts() || drafter_->free_proposals()) return false;
+  const int trial = guard_.trial(p.guard_load());
+  bool start_up = false;
+  for (size_t i = 0; i < p.requests.size(); ++i) {
+    if (p.k[i] <= 0) continue;
+    RequestState& st = state(p.requests[i].ctx.id);
+    // A request born in this trial catches up on its prompt: what every new
+    // request costs while drafting goes on, so judged. One from before the
+    // trial catches up on all the text it decoded plainly: once per trial.
+    start_up = start_up || (st.drafted_in_trial != trial && st.born_in_trial != trial);
+    st.drafted_in_trial = trial;
+  }
+  return start_up;
 }
 
 RoundPlan DraftPolicy::plan(std::vector<RoundRequest> round, const KvBudget* budget) {
@@ -293,7 +313,7 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   // nothing to propose cost what a plain round costs, and is one.
   if (guarded()) {
     const bool drafted = r.drafted > 0 || (r.drafting > 0 && !drafter_->free_proposals());
-    guard_.record(r.requests, drafted, r.emitted, r.total_ms);
+    guard_.record(r.requests, drafted, r.emitted, r.total_ms, drafted && start_up_);
   }
 }
 

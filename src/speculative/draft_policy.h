@@ -124,7 +124,7 @@ struct RoundCosts {
   double step_ms = -1;   // a steady draft step (negative: none measured)
   int emitted = 0;       // tokens the round emitted, all requests together
   double total_ms = 0;   // the whole round
-  int requests = 0;      // requests in the round (0: not stated, the rate guard skips it)
+  int requests = 0;      // the round's load (RoundPlan::guard_load; 0: not stated, the rate guard skips it)
   int drafted = 0;       // drafted tokens verified, all requests together
 };
 
@@ -183,6 +183,11 @@ class DraftPolicy {
     AcceptanceEstimate acceptance;
     int rounds_since_draft = 0;  // decode rounds since it last had drafts verified
     int failed_probes = 0;       // probes in a row after which drafting still did not pay
+    // The rate guard's trials (RateGuard::trial) at the request's first plan,
+    // and at the last round it drafted in: whether its drafting now catches a
+    // draft model up on text from before the current trial.
+    int born_in_trial = 0;
+    int drafted_in_trial = 0;
   };
   RequestState& state(int id);
   // The acceptance a request with little evidence of its own is read at least at.
@@ -197,6 +202,10 @@ class DraftPolicy {
   double margin(size_t batch) const;
   // The drafter's catch-up cost for a request: measured rate, or the prior.
   double catch_up_ms(const DraftContext& ctx) const;
+  // Whether the plan's drafting includes its trial's start-up (a draft model
+  // first catching up a request that was decoding before the trial began),
+  // for the rate guard; marks its drafting requests as drafting in the trial.
+  bool starts_up(const RoundPlan& p);
   // Draft lengths for this round into k (the first part of plan()).
   void draft_lengths(std::span<const RoundRequest> round, std::vector<int>& k);
   // The positions a request's drafts may take when its main chain has k tokens:
@@ -223,6 +232,7 @@ class DraftPolicy {
   // rate a drafted token's cost is weighed against.
   double recent_tokens_ = 0, recent_ms_ = 0;
   double probe_budget_ms_ = 0;  // see DraftPolicyTuning::probe_share
+  bool start_up_ = false;       // the last plan's starts_up(), for record_round
   // Nodes beside main chains: verified, and the tokens they added (fading sums).
   double tree_nodes_ = 0, tree_gained_ = 0;
   int rounds_since_tree_ = 0;

@@ -23,16 +23,23 @@ bool RateGuard::allows(int batch) {
     s.drafted = {};
     s.drafted_rounds = 0;
     s.trial_cost_ms = 0;
+    s.trial = ++trials_;
     return true;
   }
+  if (s.trial == 0) s.trial = ++trials_;
   // A batch size that drafted from the start gets its plain reference once,
   // and then a fresh plain round now and then.
-  if (s.drafted_rounds >= tuning_.judge_after && s.plain_rounds < tuning_.plain_reference)
+  if (s.drafted_rounds + 1 >= tuning_.judge_after && s.plain_rounds < tuning_.plain_reference)
     return false;
   return s.since_plain < tuning_.plain_refresh;
 }
 
-void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
+int RateGuard::trial(int batch) const {
+  const BatchState* s = find(batch);
+  return s ? s->trial : 0;
+}
+
+void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool start_up) {
   if (batch <= 0 || ms <= 0) return;
   BatchState& s = state(batch);
   if (!drafted) {
@@ -42,12 +49,13 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms) {
     return;
   }
   ++s.since_plain;
-  // A trial's first drafted round pays the one-off catch-up of a draft model
-  // that skipped the plain rounds before it: not the steady rate.
-  if (s.drafted_rounds++ == 0) return;
-  s.drafted.add(tuning_.fade, emitted, ms);
-  // What the judged rounds fell short of plain decoding: the trial's cost.
+  // What the trial's rounds fell short of plain decoding, its start-up
+  // included: the trial's cost, which the wait after a loss pays for.
   if (s.plain.rate() > 0) s.trial_cost_ms += ms - emitted / s.plain.rate();
+  // The start-up is not the steady rate that drafting is judged by.
+  if (start_up) return;
+  ++s.drafted_rounds;
+  s.drafted.add(tuning_.fade, emitted, ms);
   if (!has_evidence(s)) return;
   if (s.drafted.rate() < tuning_.keep_above * s.plain.rate()) {
     s.off = true;
@@ -71,6 +79,11 @@ bool RateGuard::drafting_off(int batch) const {
 bool RateGuard::judged(int batch) const {
   const BatchState* s = find(batch);
   return s && (s->off || has_evidence(*s));
+}
+
+int RateGuard::judged_rounds(int batch) const {
+  const BatchState* s = find(batch);
+  return s ? s->drafted_rounds : 0;
 }
 
 double RateGuard::plain_rate(int batch) const {

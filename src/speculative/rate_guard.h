@@ -17,7 +17,7 @@ struct RateGuardTuning {
   // the same kind and batch size: a window of about ten rounds, long enough to
   // average acceptance's ups and downs, short enough to follow the text.
   double fade = 0.9;
-  // Drafted rounds (after a trial's first) before a verdict: fewer would judge
+  // Drafted rounds (after a trial's start-up) before a verdict: fewer would judge
   // a few lucky or unlucky rounds (at 8, a busy machine turned drafting off at
   // one request, where it gains 1.4x, in two of three bench serve levels). A
   // trial's cost is bounded by trial_share, so a longer one is affordable.
@@ -43,9 +43,10 @@ struct RateGuardTuning {
   // cannot pay, new requests' catch-ups in every other round) take at most
   // this share of the time; a trial that lost by a hair (a stretch of hard
   // text at one request, where drafting wins 1.4x on the whole) keeps the
-  // schedule's short wait. Its first round's catch-up is not counted: every
-  // retry pays one, and charged to the verdict it made one unlucky verdict at
-  // one request cost 20 s of drafting (bench serve, chat prompts).
+  // schedule's short wait. The cost includes the trial's start-up (record()):
+  // a trial at eight requests first catches the draft model up on all eight,
+  // and not charged, such trials came every 64 rounds and cost 5% (bench serve,
+  // chat prompts).
   double trial_share = 0.01;
 };
 
@@ -57,15 +58,26 @@ class RateGuard {
   // draft. Called once per such round: it counts the rounds a batch size has
   // decoded plain towards its next trial.
   bool allows(int batch);
+  // The trial `batch` is in: a number no other trial of any batch size has,
+  // given when it begins (its first allowed round, and each retry after a
+  // loss); 0 before its first.
+  int trial(int batch) const;
   // A finished decode round of `batch` requests: whether it verified drafted
-  // tokens, the tokens it emitted, and its milliseconds.
-  void record(int batch, bool drafted, int emitted, double ms);
+  // tokens, the tokens it emitted, and its milliseconds. A drafted round that
+  // is part of its trial's start-up (`start_up`: a draft model first catching
+  // up on text it skipped before the trial began, a one-off that every trial
+  // pays and steady drafting does not) is charged to the trial's cost but not
+  // judged: judged, at four requests the catch-ups turned off drafting that
+  // won by 7% (docs/decisions.md).
+  void record(int batch, bool drafted, int emitted, double ms, bool start_up = false);
 
   // Whether `batch` requests decode plain because drafting lost there.
   bool drafting_off(int batch) const;
   // Whether drafting at `batch` has had its verdict (off, or judged on enough
   // drafted rounds against the plain reference).
   bool judged(int batch) const;
+  // Drafted rounds judged in the current trial at `batch` (its start-up not counted).
+  int judged_rounds(int batch) const;
   // Realised tokens per millisecond at `batch` (0: not measured).
   double plain_rate(int batch) const;
   double drafted_rate(int batch) const;
@@ -82,7 +94,8 @@ class RateGuard {
   struct BatchState {
     Faded plain, drafted;
     int plain_rounds = 0;      // plain rounds recorded (all time)
-    int drafted_rounds = 0;    // drafted rounds recorded in this trial
+    int drafted_rounds = 0;    // drafted rounds judged in this trial
+    int trial = 0;             // this trial's number (0: none begun)
     int since_plain = 0;       // drafted rounds since the last plain one
     bool off = false;          // decoding plain: drafting lost here
     int rounds_off = 0;        // rounds since it turned off
@@ -90,15 +103,16 @@ class RateGuard {
     int failed_trials = 0;     // trials in a row that lost
     double trial_cost_ms = 0;  // this trial's shortfall against the plain rate
   };
-  // Enough rounds of both kinds for a verdict: judge_after drafted rounds
-  // beyond the trial's first, and the plain reference.
+  // Enough rounds of both kinds for a verdict: judge_after judged drafted
+  // rounds, and the plain reference.
   bool has_evidence(const BatchState& s) const {
-    return s.drafted_rounds > tuning_.judge_after && s.plain_rounds >= tuning_.plain_reference;
+    return s.drafted_rounds >= tuning_.judge_after && s.plain_rounds >= tuning_.plain_reference;
   }
   BatchState& state(int batch);
   const BatchState* find(int batch) const;
   RateGuardTuning tuning_;
   std::vector<BatchState> by_batch_;  // index: batch size
+  int trials_ = 0;                    // trials begun, all batch sizes
 };
 
 }  // namespace tandem

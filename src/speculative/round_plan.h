@@ -33,9 +33,17 @@ class KvBudget {
 
 struct RoundPlan {
   std::vector<RoundRequest> requests;  // what the policy was told, one per request
+  // The requests the engine is serving: those decoding (requests) and those
+  // whose prompts are still prefilling (0: requests.size()). The rate guard
+  // judges drafting per load, not per decoding batch: while a new request
+  // prefills, its batch decodes one request short for a round, and judged on
+  // its own, that batch size drafted in such rounds (paying draft catch-ups)
+  // where the full batch had found drafting to lose.
+  int load = 0;
   std::vector<int> k;                  // main-chain draft length (0: a plain decode step)
   std::vector<int> positions;          // cache positions each may write beyond its tokens
 
+  int guard_load() const { return load > 0 ? load : static_cast<int>(requests.size()); }
   bool drafts() const {
     for (int x : k)
       if (x > 0) return true;

@@ -82,7 +82,10 @@ class Simulation {
     std::vector<RoundRequest> reqs;
     for (size_t i = 0; i < tokens_.size(); ++i)
       reqs.push_back({{ids_[i], tokens_[i], &sampling_, &rng_}, 1, 1000, 1000});
-    const RoundPlan plan = policy_.plan(reqs);
+    RoundPlan plan;
+    plan.requests = std::move(reqs);
+    plan.load = load_;
+    policy_.plan(plan);
     const std::vector<int>& k = plan.k;
     std::vector<Draft> drafts(k.size());
     for (size_t i = 0; i < k.size(); ++i) drafts[i].tokens.assign(k[i], 7);
@@ -109,7 +112,7 @@ class Simulation {
     emitted_ += emitted;
     // Rounds tell the rate guard their batch only where a test asks for it: the
     // other tests are about the cost model's own decisions.
-    const int requests = tell_batch_ ? static_cast<int>(k.size()) : 0;
+    const int requests = tell_batch_ ? plan.guard_load() : 0;
     policy_.record_round({positions, verify_ms, drafting, step_ms, emitted, total_ms, requests,
                           positions - static_cast<int>(k.size())});
     rounds_++;
@@ -117,6 +120,9 @@ class Simulation {
   }
 
   const DraftPolicy& policy() const { return policy_; }
+  // The engine's load stated with every plan (requests decoding and
+  // prefilling; 0: the decoding batch).
+  void set_load(int load) { load_ = load; }
   // Drafted rounds cost this much more than the cost model can see (work per
   // verified token outside the passes it times), and rounds report their batch
   // size to the rate guard.
@@ -137,6 +143,7 @@ class Simulation {
   std::vector<std::vector<int>> tokens_;
   std::vector<int> ids_;
   int next_id_ = 0;
+  int load_ = 0;
   SamplingParams sampling_;
   Rng rng_;
   int rounds_ = 0;
@@ -469,4 +476,46 @@ TEST(DraftPolicy, RealisedRateAbovePlainKeepsDrafting) {
   EXPECT_GE(drafted, 380);
   const FakeCosts costs{40, 2, 8};
   EXPECT_GT(sim.rate(), 1.2 * 4 / costs.verify(4));
+}
+
+// A trial's start-up, the first drafted rounds of requests that decoded before
+// it began (a draft model catching up on all they decoded plainly, a one-off),
+// is not judged; a request that arrives during the trial is judged from its
+// first drafted round on (every new request's catch-up is a cost that drafting
+// keeps paying). Judged, the start-up's catch-ups turned off drafting that won
+// at four requests (bench serve, chat prompts).
+TEST(DraftPolicy, ATrialsStartUpIsNotJudged) {
+  Simulation sim(4, FakeCosts{40, 2, 8}, {}, /*catch_up_ms_per_token=*/1.0);
+  sim.hide_drafting_cost(0);  // rounds tell the guard their batch
+  const RateGuard& guard = sim.policy().rate_guard();
+  // A plain round, one request exploring, then all four drafting: the first
+  // two drafted rounds each catch a request up for the first time.
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0);
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 1);
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4);
+  EXPECT_GT(guard.trial(4), 0);
+  EXPECT_EQ(guard.judged_rounds(4), 0) << "start-up rounds";
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4);
+  EXPECT_EQ(guard.judged_rounds(4), 1);
+  sim.replace(2);  // a new request takes request 2's place: its round is judged
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4);
+  EXPECT_EQ(guard.judged_rounds(4), 2);
+  for (int r = 0; r < 40; ++r) sim.round(kAcceptAll);
+  EXPECT_TRUE(guard.judged(4));
+  EXPECT_FALSE(guard.drafting_off(4));
+}
+
+// The guard judges the engine's load (requests decoding and prefilling), not
+// the decoding batch: a round that decodes one request short while a new one
+// prefills belongs to the full batch's verdict.
+TEST(DraftPolicy, TheGuardJudgesTheLoad) {
+  Simulation sim(3, FakeCosts{40, 2, 8});
+  sim.hide_drafting_cost(0);
+  sim.set_load(4);
+  for (int r = 0; r < 10; ++r) sim.round(kAcceptAll);
+  const RateGuard& guard = sim.policy().rate_guard();
+  EXPECT_GT(guard.trial(4), 0);
+  EXPECT_GT(guard.plain_rate(4), 0);
+  EXPECT_EQ(guard.trial(3), 0) << "no state of its own for the decoding batch";
+  EXPECT_EQ(guard.plain_rate(3), 0);
 }

@@ -29,13 +29,19 @@ int drafted_rounds(RateGuard& g, int batch, int n, int tokens_per_request) {
 }  // namespace
 
 // Drafted rounds at 1.5 tokens per 20 ms against plain's 1 per 10 ms lose:
-// the verdict comes after judge_after rounds beyond the first, not before.
+// the verdict comes after judge_after rounds beyond the trial's start-up, not
+// before.
 TEST(RateGuard, TurnsOffWhereDraftedRoundsLose) {
   const RateGuardTuning t;
   RateGuard g(t);
   plain_rounds(g, 4, 3);
-  // The first drafted round is not counted; the next judge_after are.
-  for (int i = 0; i < t.judge_after; ++i) {
+  EXPECT_EQ(g.trial(4), 0) << "no trial before the first drafted round";
+  // Start-up rounds (a draft model catching up) are not judged, however slow.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(g.allows(4));
+    g.record(4, true, 6, 500, /*start_up=*/true);
+  }
+  for (int i = 0; i + 1 < t.judge_after; ++i) {
     ASSERT_TRUE(g.allows(4));
     g.record(4, true, 6, 20);
     EXPECT_FALSE(g.drafting_off(4)) << "round " << i << ": too early to judge";
@@ -43,6 +49,7 @@ TEST(RateGuard, TurnsOffWhereDraftedRoundsLose) {
   ASSERT_TRUE(g.allows(4));
   g.record(4, true, 6, 20);
   EXPECT_TRUE(g.drafting_off(4));
+  EXPECT_GT(g.trial(4), 0);
   EXPECT_NEAR(g.drafted_rate(4), 0.3, 1e-9);
   EXPECT_NEAR(g.plain_rate(4), 0.4, 1e-9);
   EXPECT_FALSE(g.drafting_off(2)) << "other batch sizes are judged on their own rounds";
@@ -56,13 +63,16 @@ TEST(RateGuard, TrialsBackOffWhileTheyLose) {
   t.trial_share = 1;
   RateGuard g(t);
   plain_rounds(g, 2, 3);
-  drafted_rounds(g, 2, t.judge_after + 1, 1);  // 1 token per 20 ms: loses
+  drafted_rounds(g, 2, t.judge_after, 1);  // 1 token per 20 ms: loses
   ASSERT_TRUE(g.drafting_off(2));
+  int last_trial = g.trial(2);
   for (int trial = 0; trial < t.max_backoff + 2; ++trial) {
     const int wait = t.retry_after << std::min(trial, t.max_backoff);
     for (int r = 1; r < wait; ++r) ASSERT_FALSE(g.allows(2)) << "trial " << trial << " round " << r;
     ASSERT_TRUE(g.allows(2)) << "trial " << trial;
     EXPECT_FALSE(g.drafting_off(2));
+    EXPECT_GT(g.trial(2), last_trial) << "each retry is a trial of its own";
+    last_trial = g.trial(2);
     g.record(2, true, 2, 20);
     // Its rounds (and a plain refresh when one is due) until the verdict.
     for (int n = 0; !g.drafting_off(2) && n < 4 * t.judge_after; ++n)
@@ -71,21 +81,21 @@ TEST(RateGuard, TrialsBackOffWhileTheyLose) {
   }
 }
 
-// A trial's shortfall against the plain rate (its judged rounds', not its first
-// round's catch-up) sets the wait before the next one: at least shortfall /
+// A trial's shortfall against the plain rate (its start-up's and its judged
+// rounds') sets the wait before the next one: at least shortfall /
 // (trial_share x a plain round's ms) rounds, so that trials that lose by much
 // cost at most that share of the time; those lost by a hair keep the
 // schedule's wait.
 TEST(RateGuard, ADearTrialWaitsUntilItIsPaidFor) {
   const RateGuardTuning t;
-  // Plain: 4 tokens per 10 ms. Each trial: a first round of 4 tokens in
+  // Plain: 4 tokens per 10 ms. Each trial: a start-up round of 4 tokens in
   // `first_ms` (a draft model catching up), then judge_after rounds of 4
   // tokens per `later_ms`.
   auto wait_after_trial = [&](double first_ms, double later_ms) {
     RateGuard g(t);
     plain_rounds(g, 4, 3);
     EXPECT_TRUE(g.allows(4));
-    g.record(4, true, 4, first_ms);
+    g.record(4, true, 4, first_ms, /*start_up=*/true);
     for (int i = 0; i < t.judge_after; ++i) {
       EXPECT_TRUE(g.allows(4));
       g.record(4, true, 4, later_ms);
@@ -95,10 +105,12 @@ TEST(RateGuard, ADearTrialWaitsUntilItIsPaidFor) {
     while (!g.allows(4)) ++wait;
     return wait;
   };
-  // Shortfall judge_after x 10 ms (the first round's 290 not counted); a plain
-  // round is 10 ms, of which trial_share pays for it.
-  EXPECT_EQ(wait_after_trial(300, 20), static_cast<int>(t.judge_after * 10 / (t.trial_share * 10)));
-  EXPECT_EQ(wait_after_trial(10, 20), wait_after_trial(300, 20)) << "the catch-up not charged";
+  // Shortfall judge_after x 10 ms, and the start-up's 290; a plain round is
+  // 10 ms, of which trial_share pays for it.
+  EXPECT_EQ(wait_after_trial(300, 20),
+            static_cast<int>((t.judge_after * 10 + 290) / (t.trial_share * 10)));
+  EXPECT_EQ(wait_after_trial(10, 20), static_cast<int>(t.judge_after * 10 / (t.trial_share * 10)))
+      << "the same verdict: the start-up is not judged";
   // Shortfall judge_after x 0.3 ms (4 tokens in 10.3 ms: still below
   // keep_above): paid for before the schedule's retry_after.
   ASSERT_LT(t.judge_after * 0.3 / (t.trial_share * 10), t.retry_after);
@@ -125,7 +137,7 @@ TEST(RateGuard, ATrialThatWinsTurnsDraftingBackOn) {
   const RateGuardTuning t;
   RateGuard g(t);
   plain_rounds(g, 1, 3);
-  drafted_rounds(g, 1, t.judge_after + 1, 1);
+  drafted_rounds(g, 1, t.judge_after, 1);
   ASSERT_TRUE(g.drafting_off(1));
   // The judged rounds fell 10 ms short each (20 ms for what plain does in 10):
   // the wait pays for them at trial_share of a 10 ms plain round.

@@ -23,8 +23,7 @@ fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
 cp "$build/tandem" "$build"/tests/cuda/*_gpu_test "$out/bin/"
-for t in cuda_weight_layout_test cuda_chunk_decode_test cuda_graph_buckets_test cuda_memory_plan_test \
-         cuda_step_inputs_test; do
+for t in cuda_weight_layout_test cuda_graph_buckets_test cuda_memory_plan_test cuda_step_inputs_test; do
   cp "$build/tests/$t" "$out/bin/"
 done
 strip --strip-debug "$out"/bin/*

@@ -14,8 +14,8 @@
 // keeps nvcc from fusing anything the code does not fuse.)
 //
 // GemvMapping::Lanes: gemm_lanes_kernel, a team of 16 or 32 lanes per column
-// reading 16-byte chunks (device/gemv_lanes.cuh says the rule and why), in the
-// same tiles of rows.
+// reading 16-byte chunks (device/gemv_lanes.cuh says the rule and why), in
+// tiles of 1 or 8 rows.
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_kernels.h"
@@ -80,34 +80,46 @@ __global__ void __launch_bounds__(kLanesBlock)
 }
 
 template <DType T, int MT>
-void launch_tile(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream,
-                 GemvMapping mapping) {
+void launch_tile(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy,
+                 Stream stream) {
   const WeightLayout& l = W.layout;
-  const unsigned tiles = static_cast<unsigned>((M + MT - 1) / MT);
-  if (mapping == GemvMapping::Lanes) {
-    const int team = lanes_per_column(l.k);
-    gemm_lanes_kernel<T, MT><<<dim3(lanes_blocks(l.n, team), tiles), kLanesBlock, 0, stream>>>(
-        weight_planes(l, W.data), l.k, l.n, x, M, y, ldy, team);
-    return;
-  }
-  const dim3 grid(static_cast<unsigned>((l.n + kWarpsPerBlock - 1) / kWarpsPerBlock), tiles);
+  const dim3 grid(static_cast<unsigned>((l.n + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                  static_cast<unsigned>((M + MT - 1) / MT));
   gemm_kernel<T, MT>
       <<<grid, 32 * kWarpsPerBlock, 0, stream>>>(weight_planes(l, W.data), l.k, l.n, x, M, y, ldy);
 }
 
+template <DType T, int MT>
+void launch_lanes_tile(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy,
+                       Stream stream) {
+  const WeightLayout& l = W.layout;
+  const int team = lanes_per_column(l.k);
+  const dim3 grid(lanes_blocks(l.n, team), static_cast<unsigned>((M + MT - 1) / MT));
+  gemm_lanes_kernel<T, MT>
+      <<<grid, kLanesBlock, 0, stream>>>(weight_planes(l, W.data), l.k, l.n, x, M, y, ldy, team);
+}
+
 // The tile: the whole call up to 4 rows, else tiles of 8 (the weights are read
 // once per tile; the partial last tile masks its missing rows).
+//
+// The lanes kernels come in two tiles only, 1 row (the decode GEMV) and 8
+// (anything more, the missing rows masked): each tile is a copy of every
+// kernel, and two more made the binaries too large for the GPU bundle's 64 MiB.
 template <DType T>
 void launch(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream,
             GemvMapping mapping) {
+  if (mapping == GemvMapping::Lanes) {
+    if (M == 1) return launch_lanes_tile<T, 1>(W, x, M, y, ldy, stream);
+    return launch_lanes_tile<T, 8>(W, x, M, y, ldy, stream);
+  }
   if (M == 1) {
-    launch_tile<T, 1>(W, x, M, y, ldy, stream, mapping);
+    launch_tile<T, 1>(W, x, M, y, ldy, stream);
   } else if (M == 2) {
-    launch_tile<T, 2>(W, x, M, y, ldy, stream, mapping);
+    launch_tile<T, 2>(W, x, M, y, ldy, stream);
   } else if (M <= 4) {
-    launch_tile<T, 4>(W, x, M, y, ldy, stream, mapping);
+    launch_tile<T, 4>(W, x, M, y, ldy, stream);
   } else {
-    launch_tile<T, 8>(W, x, M, y, ldy, stream, mapping);
+    launch_tile<T, 8>(W, x, M, y, ldy, stream);
   }
 }
 

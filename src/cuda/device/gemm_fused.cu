@@ -277,17 +277,23 @@ dim3 grid_for(int64_t units, int team, int M, int mt) {
   return dim3(lanes_blocks(units, team), static_cast<unsigned>((M + mt - 1) / mt));
 }
 
-// The tile of rows, as gemm chooses it: the whole call up to 4 rows, else 8.
+// The tile of rows, as gemm chooses it: under Groups the whole call up to 4
+// rows, else 8; under Lanes 1 row or 8 (two tiles only, as gemm's lanes kernels).
 template <template <int> class Launch, typename... Args>
-void by_tile(int M, Args&&... args) {
+void by_tile(int M, GemvMapping mapping, Args&&... args) {
+  constexpr GemvMapping kGroups = GemvMapping::Groups, kLanes = GemvMapping::Lanes;
+  if (mapping == kLanes) {
+    if (M == 1) return Launch<1>::template go<kLanes>(M, args...);
+    return Launch<8>::template go<kLanes>(M, args...);
+  }
   if (M == 1) {
-    Launch<1>::run(M, args...);
+    Launch<1>::template go<kGroups>(M, args...);
   } else if (M == 2) {
-    Launch<2>::run(M, args...);
+    Launch<2>::template go<kGroups>(M, args...);
   } else if (M <= 4) {
-    Launch<4>::run(M, args...);
+    Launch<4>::template go<kGroups>(M, args...);
   } else {
-    Launch<8>::run(M, args...);
+    Launch<8>::template go<kGroups>(M, args...);
   }
 }
 
@@ -302,11 +308,6 @@ struct PairsLaunch {
         <<<grid_for((l.n + 1) / 2, team, M, MT), 32 * kWarpsPerBlock, 0, stream>>>(
             column(W), l.k, l.n, x, M, y, ldy, team);
   }
-  static void run(int M, GemvMapping mapping, const DeviceMatrix& W, const float* x, float* y,
-                  int64_t ldy, Stream stream) {
-    if (mapping == GemvMapping::Lanes) return go<GemvMapping::Lanes>(M, W, x, y, ldy, stream);
-    go<GemvMapping::Groups>(M, W, x, y, ldy, stream);
-  }
 };
 
 template <int MT>
@@ -318,32 +319,21 @@ struct GateUpLaunch {
     gate_up_kernel<G, MT><<<grid_for(gate.layout.n, team, M, MT), 32 * kWarpsPerBlock, 0, stream>>>(
         column(gate), column(up), gate.layout.k, gate.layout.n, x, M, out, team);
   }
-  static void run(int M, GemvMapping mapping, const DeviceMatrix& gate, const DeviceMatrix& up,
-                  const float* x, float* out, Stream stream) {
-    if (mapping == GemvMapping::Lanes) return go<GemvMapping::Lanes>(M, gate, up, x, out, stream);
-    go<GemvMapping::Groups>(M, gate, up, x, out, stream);
-  }
 };
 
 template <int MT>
 struct QkvLaunch {
   template <GemvMapping G, typename KV>
-  static void go(int M, const QkvKernelArgs& p, const float* x, Stream stream) {
+  static void launch(int M, const QkvKernelArgs& p, const float* x, Stream stream) {
     const int64_t units = int64_t{p.n_heads + 2 * p.n_kv_heads} * (p.head_dim / 2);
     const int team = team_size(G, p.k);
     qkv_kernel<G, MT, KV>
         <<<grid_for(units, team, M, MT), 32 * kWarpsPerBlock, 0, stream>>>(p, x, M, team);
   }
-  static void run(int M, GemvMapping mapping, const QkvKernelArgs& p, DType kv_type, const float* x,
-                  Stream stream) {
-    const bool lanes = mapping == GemvMapping::Lanes;
-    if (kv_type == DType::F32) {
-      lanes ? go<GemvMapping::Lanes, float>(M, p, x, stream)
-            : go<GemvMapping::Groups, float>(M, p, x, stream);
-    } else {
-      lanes ? go<GemvMapping::Lanes, __half>(M, p, x, stream)
-            : go<GemvMapping::Groups, __half>(M, p, x, stream);
-    }
+  template <GemvMapping G>
+  static void go(int M, const QkvKernelArgs& p, DType kv_type, const float* x, Stream stream) {
+    if (kv_type == DType::F32) return launch<G, float>(M, p, x, stream);
+    launch<G, __half>(M, p, x, stream);
   }
 };
 

@@ -4,7 +4,8 @@
 //
 // Rule. A team of lanes_per_column(K) lanes (16 or 32: K alone) computes one
 // output column (gemm) or one pair of columns (the fused launches) for a tile
-// of up to MT activation rows. Lane l of a team of T takes the 16-byte chunks
+// of MT activation rows (1, the decode GEMV, or 8; a partial tile masks its
+// missing rows). Lane l of a team of T takes the 16-byte chunks
 // l, l + T, l + 2 T, ... of the weight row's main plane (chunk_decode.h), in
 // that order, and for each tile row adds each chunk's products to one
 // accumulator with fmaf, in the chunk's element order (ChunkShape). The team
@@ -16,9 +17,9 @@
 // groups mapping's 4-byte loads lie 16 to 64 bytes apart. A team of 16 where a
 // team of 32 would leave half its last pass idle (K = 1536, 4-bit: 48 chunks
 // are 3 passes of 16 lanes, not 2 of 32); two teams then share a warp, and the
-// warps a block of 128 threads. A lane loads kLoadsInFlight chunks (of its
-// columns together) before it decodes any, so that each lane has several
-// 16-byte loads in flight, not one.
+// warps a block of 128 threads. In the decode GEMV a lane loads
+// kLoadsInFlight chunks (of its columns together) before it decodes any, so
+// that it has several 16-byte loads in flight, not one.
 //
 // Batch invariance: which lane takes which chunk depends on K and the type
 // alone; a row's accumulator sees the same chain of fmaf whatever the tile or
@@ -78,9 +79,19 @@ __device__ __forceinline__ void lanes_sums(const Team& t, const WeightPlanes (&w
                                            const float* __restrict__ x, int m0, int rows,
                                            float (&s)[NC][MT]) {
   using Shape = ChunkShape<T>;
-  constexpr int kBatch = kLoadsInFlight / NC;  // chunks per column loaded at once
+  // Chunks per column loaded at once: for the decode GEMV (MT = 1) a batch, so
+  // that a lane has several loads in flight; for tiles of more rows one (their
+  // products keep a lane busy between loads), as each chunk of a batch is a
+  // copy of the decode and the products in the code, and a batch in every tile
+  // made the binaries too large for the GPU bundle's 64 MiB.
+  constexpr int kBatch = MT == 1 ? kLoadsInFlight / NC : 1;
+  // Every loop over a compile-time count is unrolled by pragma: left to the
+  // compiler's heuristics some were not, and the arrays they index (raw, wv,
+  // acc) went to local memory (ptxas's stack frames showed it).
   float acc[NC][MT];
+#pragma unroll
   for (int j = 0; j < NC; ++j)
+#pragma unroll
     for (int r = 0; r < MT; ++r) acc[j][r] = 0.0f;
   const int64_t chunks = chunks_per_row<T>(k);
   for (int64_t c0 = t.lane; c0 < chunks; c0 += int64_t{kBatch} * t.size) {
@@ -89,6 +100,7 @@ __device__ __forceinline__ void lanes_sums(const Team& t, const WeightPlanes (&w
     for (int u = 0; u < kBatch; ++u) {
       const int64_t c = c0 + int64_t{u} * t.size;
       if (c >= chunks) break;
+#pragma unroll
       for (int j = 0; j < NC; ++j) raw[u][j] = load_chunk<T>(w[j], col[j], c);
     }
 #pragma unroll
@@ -96,16 +108,21 @@ __device__ __forceinline__ void lanes_sums(const Team& t, const WeightPlanes (&w
       const int64_t c = c0 + int64_t{u} * t.size;
       if (c >= chunks) break;
       float wv[NC][kMaxChunkElems];
+#pragma unroll
       for (int j = 0; j < NC; ++j) decode_chunk<T>(raw[u][j], wv[j]);
       const int64_t first = Shape::first(c);
+#pragma unroll
       for (int r = 0; r < MT; ++r) {
         if (r >= rows) break;
         const float* xr = x + (m0 + r) * k + first;
+#pragma unroll
         for (int run = 0; run < Shape::kRuns; ++run) {
           const auto* xv = reinterpret_cast<const float4*>(xr + run * Shape::kRunStride);
+#pragma unroll
           for (int q = 0; q < Shape::kRunLen / 4; ++q) {
             const float4 v = xv[q];
             const int e = run * Shape::kRunLen + 4 * q;
+#pragma unroll
             for (int j = 0; j < NC; ++j) {
               acc[j][r] = fmaf(wv[j][e], v.x, acc[j][r]);
               acc[j][r] = fmaf(wv[j][e + 1], v.y, acc[j][r]);
@@ -117,7 +134,9 @@ __device__ __forceinline__ void lanes_sums(const Team& t, const WeightPlanes (&w
       }
     }
   }
+#pragma unroll
   for (int j = 0; j < NC; ++j)
+#pragma unroll
     for (int r = 0; r < MT; ++r) s[j][r] = team_sum(acc[j][r], t);
 }
 

@@ -6,10 +6,14 @@
 # `tandem bench decode --device cuda`: the decode step at batch 1 with CUDA
 # graphs and the fused launches, then without each; the verify of 4, 8 and 16
 # positions against one; decode steps of 16 and 64 sequences; where a step's time
-# goes, by kind of kernel (--profile, eager). The full output
-# goes to $OUT/bench.log (or beside this script); stdout gets the figures.
+# goes, by kind of kernel (--profile, eager); for the 1.5B and 3B shapes the
+# same step under the lanes GEMV mapping (--cuda-gemv lanes, docs/cuda.md). The
+# full output goes to $OUT/bench.log (or beside this script); stdout gets the
+# figures.
 #
 # Usage: ./gpu_bench.sh [shape ...]   (default: the four of `synth-model --list`)
+#        ./gpu_bench.sh --gemv        the two mappings' decode step only, 1.5B and 3B
+#                                     shapes (about a minute and a half)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 log="${OUT:-$here}/bench.log"
@@ -18,18 +22,27 @@ export TANDEM_PACK=0  # the CPU's packed copy of the weights is not used on the 
 tandem="$here/bin/tandem"
 work="$(mktemp -d /tmp/tandem-gpu-bench.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
+gemv_only=0
+if [ "${1:-}" = "--gemv" ]; then
+  gemv_only=1
+  shift
+  set -- qwen2.5-coder-1.5b-q4_k_m llama-3.2-3b-bf16
+fi
 shapes=("$@")
 [ ${#shapes[@]} -gt 0 ] || shapes=(qwen2.5-coder-1.5b-q4_k_m qwen2.5-coder-0.5b-q4_k_m
                                    llama-3.2-3b-bf16 llama-3.2-1b-bf16)
 : >"$log"
 
-# bench NAME FLAGS...: one `bench decode` of the current model, its figures to stdout.
+# bench NAME FLAGS...: one `bench decode` of the current model, its figures to
+# stdout; it may run for $limit seconds (the lanes mapping's runs less: not yet
+# run on a GPU, a hang must not take the device time).
+limit=180
 bench() {
   local name="$1"
   shift
   echo "-- $shape $name: tandem bench decode -m $shape.gguf --device cuda $*" | tee -a "$log"
   local t0=$SECONDS
-  timeout 180 "$tandem" bench decode -m "$model" --device cuda "$@" >"$work/run.log" 2>&1
+  timeout "$limit" "$tandem" bench decode -m "$model" --device cuda "$@" >"$work/run.log" 2>&1
   local rc=$?
   cat "$work/run.log" >>"$log"
   grep -E '^(decode|verify|batch|weights read|error|terminate|device time|  )' "$work/run.log"
@@ -41,16 +54,25 @@ for shape in "${shapes[@]}"; do
   echo "== $shape" | tee -a "$log"
   "$tandem" synth-model --shape "$shape" -o "$model" 2>&1 | tee -a "$log"
   common=(--prompt 128 --gen 128 --reps 10 -k 7)
+  if [ "$gemv_only" = 1 ]; then
+    bench "graphs+fused, groups" "${common[@]}"
+    limit=60 bench "graphs+fused, lanes" "${common[@]}" --cuda-gemv lanes
+    rm -f "$model"
+    continue
+  fi
   case "$shape" in
     qwen2.5-coder-1.5b-q4_k_m)
       bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16,64
       bench "graphs, unfused" "${common[@]}" --no-cuda-fusion
       bench "eager, fused" "${common[@]}" --no-cuda-graphs
       bench "graphs+fused, context 1024" --prompt 1024 --gen 64 --reps 10 -k 7
-      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile ;;
+      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile
+      limit=60 bench "graphs+fused, lanes" "${common[@]}" --cuda-gemv lanes --verify-positions 4,8,16
+      limit=60 bench "profile (eager), lanes" --prompt 128 --gen 32 --reps 2 --profile --cuda-gemv lanes ;;
     llama-3.2-3b-bf16)  # 64 sequences' prefill alone takes half a minute here
       bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16
-      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile ;;
+      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile
+      limit=60 bench "graphs+fused, lanes" "${common[@]}" --cuda-gemv lanes ;;
     *)
       bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16,64 ;;
   esac

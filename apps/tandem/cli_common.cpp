@@ -153,12 +153,19 @@ void add_device_options(CLI::App* cmd, DeviceCliOptions& d) {
   cmd->add_flag("--no-cuda-fusion", d.no_fusion,
                 "With --device cuda: launch each matmul, bias, RoPE, KV store and SwiGLU on its "
                 "own (the same results; for comparing)");
+  cmd->add_option("--cuda-gemv", d.gemv,
+                  "With --device cuda: which lanes read which weights in the matmuls: groups "
+                  "(default; run on an H100) or lanes (16-byte coalesced loads; not yet run on a "
+                  "GPU). Results differ by rounding")
+      ->check(CLI::IsMember({"groups", "lanes"}))
+      ->capture_default_str();
 }
 
 ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d, bool profile_kernels) {
   cuda_model::CudaOptions o;
   o.graphs = !d.no_graphs;
   o.fused = !d.no_fusion;
+  o.gemv = d.gemv == "lanes" ? cuda::GemvMapping::Lanes : cuda::GemvMapping::Groups;
   o.profile = profile_kernels;
   return cuda_model::forward_pass_factory(cuda_model::parse_device(d.device), o);
 }

@@ -45,11 +45,13 @@ void add_prompt_options(CLI::App* cmd, PromptOptions& p);
 std::vector<int> prompt_ids(const Model& model, const PromptOptions& p);
 std::vector<int> parse_ids(const std::string& csv);
 
-// --device cpu|cuda, --no-cuda-graphs and --no-cuda-fusion (generate, serve, bench).
+// --device cpu|cuda, --no-cuda-graphs, --no-cuda-fusion and --cuda-gemv
+// groups|lanes (generate, serve, bench).
 struct DeviceCliOptions {
   std::string device = "cpu";
   bool no_graphs = false;
   bool no_fusion = false;
+  std::string gemv = "groups";
 };
 void add_device_options(CLI::App* cmd, DeviceCliOptions& d);
 // The forward pass the options ask for (empty: the CPU). Throws tandem::Error

@@ -23,6 +23,18 @@ namespace tandem::cuda {
 constexpr int kMaxGemmRows = 64;  // rows of one gemm call (decode, verify, a prefill chunk)
 constexpr int kMaxTopK = 64;
 
+// Which lanes of a warp read which weights in the matmuls (gemm and the fused
+// launches). Both decode every weight to the reference's bits and keep every
+// row's result independent of M; they add the products in different orders, so
+// their results differ by rounding (docs/cuda.md).
+//   Groups: a warp per output column, lane l decodes the 32-element groups l,
+//     l + 32, ... with 4-byte loads (group_decode.h). Run on an H100.
+//   Lanes: a team of 16 or 32 lanes per column (lanes_per_column: K alone), lane
+//     l reads the 16-byte chunks l, l + team, ... of the row's main plane as one
+//     load each, consecutive lanes consecutive chunks (chunk_decode.h,
+//     device/gemv_lanes.cuh). Compiled, not yet run on a GPU.
+enum class GemvMapping { Groups, Lanes };
+
 // A weight matrix in the device layout (weight_layout.h) at `data`.
 struct DeviceMatrix {
   WeightLayout layout;
@@ -35,18 +47,21 @@ DeviceMatrix upload_matrix(const WeightLayout& layout, const uint8_t* ggml, Devi
 // W.layout.k floats, row m of y at y + m * ldy (ldy >= W.layout.n). M == 1 is
 // the decode GEMV; larger M (verify, prefill chunks) read each weight once per
 // tile of up to 8 rows.
-void gemm(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream);
+void gemm(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream,
+          GemvMapping mapping = GemvMapping::Groups);
 // The fused launches (device/gemm_fused.cu): every value they write has the
 // bits of the unfused kernels' (gemm, add_rows, rope, kv_store, swiglu), so a
 // pass may use either; they take fewer launches and read each activation once
-// for two output columns. Any M >= 1 (tiles of up to 8 rows).
+// for two output columns. Any M >= 1 (tiles of up to 8 rows). Each takes the
+// mapping of the gemm whose bits it gives.
 //
-// gemm's contract, two output columns per warp.
-void gemm_pairs(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream);
+// gemm's contract, two output columns per warp (per team with Lanes).
+void gemm_pairs(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream,
+                GemvMapping mapping = GemvMapping::Groups);
 // out[m, c] = silu(gate x)[m, c] * (up x)[m, c], row stride gate.layout.n: the
 // FFN's two matmuls and SwiGLU in one launch.
 void gate_up_swiglu(const DeviceMatrix& gate, const DeviceMatrix& up, const float* x, int M,
-                    float* out, Stream stream);
+                    float* out, Stream stream, GemvMapping mapping = GemvMapping::Groups);
 // Q, K and V of M rows in one launch: each plus its bias (when bq is set, bk and
 // bv are too), Q and K rotated by the rows' angles (as rope), Q to q_out (row
 // stride n_heads * head_dim), K and V stored into the paged cache at kv_pos[m]
@@ -69,7 +84,7 @@ struct QkvStep {
   int table_stride = 0;
 };
 void qkv_rope_store(const QkvStep& step, const PagedKV& kv, const float* x, int M, float* q_out,
-                    Stream stream);
+                    Stream stream, GemvMapping mapping = GemvMapping::Groups);
 // Rows ids[i] of W as floats, row i at out + i * W.layout.k (the embedding
 // lookup): the device decoder's output, the reference dequantization's bits.
 void get_rows(const DeviceMatrix& W, const int* ids, int rows, float* out, Stream stream);

@@ -120,4 +120,14 @@ WeightPlanes weight_planes(const WeightLayout& l, const uint8_t* base) {
   return w;
 }
 
+bool planes_aligned(const WeightLayout& l, const uint8_t* base) {
+  for (int p = 0; p < l.n_planes; ++p) {
+    const int bytes = l.fields[p].bytes;
+    const size_t align = bytes % 16 == 0 ? 16 : bytes % 4 == 0 ? 4 : 2;
+    if (bytes % align != 0 || reinterpret_cast<uintptr_t>(base + l.plane_offset[p]) % align != 0)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace tandem::cuda

@@ -65,4 +65,12 @@ void unpack_weights(const WeightLayout& layout, const uint8_t* device, uint8_t* 
 // The planes of a repacked copy at `base` (host or device memory).
 WeightPlanes weight_planes(const WeightLayout& layout, const uint8_t* base);
 
+// Whether every load the decoders make from the copy at `base` is aligned: each
+// plane whose entries are a multiple of 16 bytes starts at a multiple of 16 (the
+// lanes decoder reads it 16 bytes at a time, chunk_decode.h), every other at a
+// multiple of its entries' 4- or 2-byte words. A copy planned here at a
+// 256-byte boundary always is; the launches check the matrices they get
+// (row ranges of a matrix start later in each plane).
+bool planes_aligned(const WeightLayout& layout, const uint8_t* base);
+
 }  // namespace tandem::cuda

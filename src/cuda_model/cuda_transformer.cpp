@@ -280,10 +280,10 @@ void CudaTransformer::stage_inputs() {
 void CudaTransformer::gemm_rows(const cuda::DeviceMatrix& w, const float* x, int rows, float* y,
                                 int64_t ldy) {
   // The gemm takes at most kMaxGemmRows rows; each row's result is the same in any tile.
-  if (options_.fused) return cuda::gemm_pairs(w, x, rows, y, ldy, stream_.get());
+  if (options_.fused) return cuda::gemm_pairs(w, x, rows, y, ldy, stream_.get(), options_.gemv);
   for (int m = 0; m < rows; m += cuda::kMaxGemmRows)
     cuda::gemm(w, x + int64_t{m} * w.layout.k, std::min(cuda::kMaxGemmRows, rows - m),
-               y + int64_t{m} * ldy, ldy, stream_.get());
+               y + int64_t{m} * ldy, ldy, stream_.get(), options_.gemv);
 }
 
 // The CPU pass's blocks, in its order: x += attention(rmsnorm(x)) Wo, then
@@ -334,7 +334,7 @@ void CudaTransformer::enqueue_layers(int rows, int max_keys, const DeviceKVCache
       q.kv_pos = kv_pos;
       q.block_tables = tables;
       q.table_stride = limits_.table_stride;
-      cuda::qkv_rope_store(q, kv, xn_, rows, q_, s);
+      cuda::qkv_rope_store(q, kv, xn_, rows, q_, s, options_.gemv);
     } else {
       mark("gemm q, k, v");
       gemm_rows(L.wq, xn_, rows, q_, q_dim);
@@ -371,7 +371,7 @@ void CudaTransformer::enqueue_layers(int rows, int max_keys, const DeviceKVCache
     cuda::add_rmsnorm(x_, out_, L.ffn_norm, rows, d, eps, xn_, s);
     if (options_.fused) {
       mark("gate_up_swiglu");
-      cuda::gate_up_swiglu(L.w_gate, L.w_up, xn_, rows, hidden_, s);
+      cuda::gate_up_swiglu(L.w_gate, L.w_up, xn_, rows, hidden_, s, options_.gemv);
     } else {
       mark("gemm gate, up; swiglu");
       gemm_rows(L.w_gate, xn_, rows, gate_, c_.d_ff);

@@ -50,6 +50,11 @@ struct CudaOptions {
   // gemm_pairs): 8 launches a layer instead of 15 to 18, the same bits. false:
   // each operation on its own (the fused-equals-unfused test, benchmarks).
   bool fused = true;
+  // Which lanes read which weights in every matmul (cuda_kernels.h: GemvMapping):
+  // Groups, the mapping run on an H100, or Lanes (16-byte chunks, coalesced;
+  // compiled, not yet run on a GPU). Fused and unfused launches give the same
+  // bits under either; the two mappings differ by rounding.
+  cuda::GemvMapping gemv = cuda::GemvMapping::Groups;
   // Time every kind of kernel with CUDA events (profile()); every pass then
   // runs eagerly, as a graph replays as one.
   bool profile = false;

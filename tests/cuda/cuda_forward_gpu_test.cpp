@@ -10,7 +10,11 @@
 //  - the fused launches bit-identical to the unfused ones;
 //  - a contiguous cache configuration holding every slot's context.
 // Skipped with "no CUDA device" where there is none. First run on an H100 on
-// 2026-11-27 (docs/cuda.md), where all of it passed.
+// 2026-11-27 (docs/cuda.md), where all of it passed. The logits, M = 1 against
+// M = K + 1, graphs against eager, fused against unfused and greedy speculative
+// against plain also run under the lanes GEMV mapping (cuda_kernels.h:
+// GemvMapping; the tests with "lanes" in their names or traces): written after
+// those runs, not yet run on a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,6 +37,7 @@
 
 using namespace tandem;
 using namespace tandem::cuda_model;
+using cuda::GemvMapping;
 
 namespace {
 
@@ -61,11 +66,16 @@ ForwardPassSpec one_sequence(int n_ctx, int max_tokens = 64) {
   return s;
 }
 
-std::unique_ptr<CudaTransformer> cuda_pass(const Model& m, const ForwardPassSpec& s, bool graphs) {
+std::unique_ptr<CudaTransformer> cuda_pass(const Model& m, const ForwardPassSpec& s, bool graphs,
+                                           GemvMapping gemv = GemvMapping::Groups) {
   CudaOptions o;
   o.graphs = graphs;
+  o.gemv = gemv;
   return std::make_unique<CudaTransformer>(m, s, o);
 }
+
+const GemvMapping kMappings[] = {GemvMapping::Groups, GemvMapping::Lanes};
+const char* mapping_name(GemvMapping g) { return g == GemvMapping::Lanes ? "lanes" : "groups"; }
 
 // Every position's logits of ids, prefilled in one pass.
 std::vector<float> prefill_all(ForwardPass& tf, KVCache& cache, const std::vector<int>& ids) {
@@ -78,7 +88,11 @@ std::vector<float> prefill_all(ForwardPass& tf, KVCache& cache, const std::vecto
   return out;
 }
 
-class CudaForwardTypes : public test::CudaDeviceTestWithParam<DType> {};
+struct TypeCase {
+  DType type;
+  GemvMapping gemv;
+};
+class CudaForwardTypes : public test::CudaDeviceTestWithParam<TypeCase> {};
 
 }  // namespace
 
@@ -106,7 +120,7 @@ std::string dequantized_twin(const std::string& path) {
 // same argmax in at least 90% of the rows (measured on the H100, 2026-11-27:
 // the rows' relative RMS difference is 3-4%, that 8-bit noise).
 TEST_P(CudaForwardTypes, LogitsMatchTheCpu) {
-  const DType t = GetParam();
+  const DType t = GetParam().type;
   const std::string path =
       synthetic_file(t, t == DType::F32 ? Arch::Qwen2 : Arch::Llama, "cuda_fwd");
   auto m = Model::load(path);
@@ -116,7 +130,7 @@ TEST_P(CudaForwardTypes, LogitsMatchTheCpu) {
   ThreadPool pool(1);
   const std::vector<float> cpu = prompt_logits(*m, pool, ids, DType::F16);
   const std::vector<float> exact = prompt_logits(*twin, pool, ids, DType::F16);
-  auto tf = cuda_pass(*m, one_sequence(64), false);
+  auto tf = cuda_pass(*m, one_sequence(64), false, GetParam().gemv);
   auto cache = tf->make_cache(one_sequence(64).kv);
   const std::vector<float> gpu = prefill_all(*tf, *cache, ids);
   int same_argmax = 0;
@@ -134,43 +148,53 @@ TEST_P(CudaForwardTypes, LogitsMatchTheCpu) {
   EXPECT_GE(same_argmax, exactish ? n : n * 9 / 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, CudaForwardTypes,
-                         ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0,
-                                           DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K),
-                         [](const ::testing::TestParamInfo<DType>& info) {
-                           return std::string(dtype_name(info.param));
+// Every type under each mapping: "Q4_K" (groups, as run on the H100), "Q4_K_lanes".
+std::vector<TypeCase> type_cases() {
+  std::vector<TypeCase> cases;
+  for (GemvMapping g : kMappings)
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                    DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+      cases.push_back({t, g});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, CudaForwardTypes, ::testing::ValuesIn(type_cases()),
+                         [](const ::testing::TestParamInfo<TypeCase>& info) {
+                           return std::string(dtype_name(info.param.type)) +
+                                  (info.param.gemv == GemvMapping::Lanes ? "_lanes" : "");
                          });
 
 class CudaForward : public test::CudaDeviceTest {};
 
 // Prefill of the first p positions, then each later position alone (M = 1)
 // against the same positions verified together (M = K + 1): the same bits, for
-// eager passes and for graph replays.
+// eager passes and for graph replays, under each GEMV mapping.
 TEST_F(CudaForward, RowsAreBitIdenticalWhateverM) {
   auto m = synthetic(DType::Q4_K, Arch::Qwen2, "cuda_m1");
   const int V = m->config().vocab_size, p = 20, K = 5;
   const auto ids = test::pseudo_random_ids(p + K + 1, V, 3);
-  for (bool graphs : {false, true}) {
-    auto tf = cuda_pass(*m, one_sequence(64), graphs);
-    auto cache = tf->make_cache(one_sequence(64).kv);
-    const int slot = cache->allocate();
-    ForwardBatch b;
-    b.add_sequence(slot, ids.data(), p, 0, false, true);
-    std::vector<float> one(V), all(size_t(K + 1) * V);
-    tf->forward(b, *cache, one.data());
-    b.clear();
-    b.add_sequence(slot, &ids[p], K + 1, p, true, false);
-    tf->forward(b, *cache, all.data());
-    cache->truncate_to(slot, p);
-    for (int i = 0; i <= K; ++i) {
-      b.clear();
-      b.add_sequence(slot, &ids[p + i], 1, p + i, true, false);
+  for (GemvMapping gemv : kMappings)
+    for (bool graphs : {false, true}) {
+      SCOPED_TRACE(mapping_name(gemv));
+      auto tf = cuda_pass(*m, one_sequence(64), graphs, gemv);
+      auto cache = tf->make_cache(one_sequence(64).kv);
+      const int slot = cache->allocate();
+      ForwardBatch b;
+      b.add_sequence(slot, ids.data(), p, 0, false, true);
+      std::vector<float> one(V), all(size_t(K + 1) * V);
       tf->forward(b, *cache, one.data());
-      ASSERT_EQ(0, std::memcmp(one.data(), &all[size_t(i) * V], V * sizeof(float)))
-          << "position " << p + i << (graphs ? " (graphs)" : " (eager)");
+      b.clear();
+      b.add_sequence(slot, &ids[p], K + 1, p, true, false);
+      tf->forward(b, *cache, all.data());
+      cache->truncate_to(slot, p);
+      for (int i = 0; i <= K; ++i) {
+        b.clear();
+        b.add_sequence(slot, &ids[p + i], 1, p + i, true, false);
+        tf->forward(b, *cache, one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), &all[size_t(i) * V], V * sizeof(float)))
+            << "position " << p + i << (graphs ? " (graphs)" : " (eager)");
+      }
     }
-  }
 }
 
 // Decode steps of two sequences, a verify of K + 1 positions and a drafted
@@ -222,22 +246,27 @@ void expect_same_steps(const std::vector<std::vector<float>>& a,
 }
 
 // The same steps through two passes, one replaying graphs and one eager: every
-// logit bit-identical.
+// logit bit-identical, under each GEMV mapping.
 TEST_F(CudaForward, GraphReplayEqualsEager) {
   auto m = synthetic(DType::Q8_0, Arch::Llama, "cuda_graph");
-  CudaOptions eager, graphs;
-  eager.graphs = false;
-  int captured = 0;
-  const auto a = scripted_steps(*m, eager);
-  const auto b = scripted_steps(*m, graphs, DType::F16, &captured);
-  EXPECT_GT(captured, 0);
-  expect_same_steps(a, b);
+  for (GemvMapping gemv : kMappings) {
+    SCOPED_TRACE(mapping_name(gemv));
+    CudaOptions eager, graphs;
+    eager.graphs = false;
+    eager.gemv = graphs.gemv = gemv;
+    int captured = 0;
+    const auto a = scripted_steps(*m, eager);
+    const auto b = scripted_steps(*m, graphs, DType::F16, &captured);
+    EXPECT_GT(captured, 0);
+    expect_same_steps(a, b);
+  }
 }
 
 // The fused launches (Q/K/V with bias, RoPE and the KV store; gate, up and
 // SwiGLU; two columns a warp) against each operation launched on its own:
 // every logit bit-identical, for Qwen2 (biases, NeoX RoPE) and Llama (normal
-// RoPE), with an F16 and an F32 KV cache.
+// RoPE), with an F16 and an F32 KV cache, under each GEMV mapping (both passes
+// under the same one).
 TEST_F(CudaForward, FusedLaunchesEqualUnfused) {
   struct Case {
     DType weights;
@@ -250,10 +279,14 @@ TEST_F(CudaForward, FusedLaunchesEqualUnfused) {
     SCOPED_TRACE(std::string(dtype_name(c.weights)) + " weights, KV " +
                  std::string(dtype_name(c.kv)));
     auto m = synthetic(c.weights, c.arch, "cuda_fused");
-    CudaOptions fused, unfused;
-    fused.graphs = unfused.graphs = false;
-    unfused.fused = false;
-    expect_same_steps(scripted_steps(*m, unfused, c.kv), scripted_steps(*m, fused, c.kv));
+    for (GemvMapping gemv : kMappings) {
+      SCOPED_TRACE(mapping_name(gemv));
+      CudaOptions fused, unfused;
+      fused.graphs = unfused.graphs = false;
+      unfused.fused = false;
+      fused.gemv = unfused.gemv = gemv;
+      expect_same_steps(scripted_steps(*m, unfused, c.kv), scripted_steps(*m, fused, c.kv));
+    }
   }
 }
 
@@ -313,11 +346,10 @@ TEST_F(CudaForward, ContiguousCacheHoldsEverySlotsContext) {
   }
 }
 
-// Greedy output with speculation equals greedy output without it, token for
-// token, on the GPU: n-gram chains and trees, and a draft model (itself on the GPU).
-TEST_F(CudaForward, GreedySpeculativeEqualsPlain) {
+// Plain greedy decoding, then speculative with each drafter, through `cuda`:
+// the same tokens.
+void greedy_speculative_equals_plain(const ForwardPassFactory& cuda) {
   const test::Models m = test::load_models(Arch::Llama, 384, false);
-  const ForwardPassFactory cuda = forward_pass_factory(Device::Cuda);
   std::vector<Request> reqs;
   for (const auto& p : test::spec_prompts(384)) reqs.push_back(test::greedy_request(p, 24));
   SpecOptions plain;
@@ -340,5 +372,17 @@ TEST_F(CudaForward, GreedySpeculativeEqualsPlain) {
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_EQ(got[i].tokens, want[i].tokens) << c.name << ", prompt " << i;
+  }
+}
+
+// Greedy output with speculation equals greedy output without it, token for
+// token, on the GPU: n-gram chains and trees, and a draft model (itself on the
+// GPU), under each GEMV mapping.
+TEST_F(CudaForward, GreedySpeculativeEqualsPlain) {
+  for (GemvMapping gemv : kMappings) {
+    SCOPED_TRACE(mapping_name(gemv));
+    CudaOptions o;
+    o.gemv = gemv;
+    greedy_speculative_equals_plain(forward_pass_factory(Device::Cuda, o));
   }
 }

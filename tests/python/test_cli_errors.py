@@ -58,6 +58,9 @@ def cuda_device_errors(good):
         expect_error(label, [*args, "--device", "cuda"], [reason])
     expect_error("unknown --device", ["generate", "-m", good, "--ids", "1,2", "--device", "tpu"],
                  ["--device", "tpu"])
+    expect_error("unknown --cuda-gemv",
+                 ["generate", "-m", good, "--ids", "1,2", "--cuda-gemv", "rows"],
+                 ["--cuda-gemv", "rows"])
 
 
 def write_model(path, arch="llama", drop=None, reshape=None, raw_type=None, vocab=64):

@@ -12,11 +12,16 @@
 // alone, each row's accumulator sees the same fmaf chain, and the butterfly is
 // fixed. Rows only share the decoded weights, never a reduction. (-fmad=false
 // keeps nvcc from fusing anything the code does not fuse.)
+//
+// GemvMapping::Lanes: gemm_lanes_kernel, a team of 16 or 32 lanes per column
+// reading 16-byte chunks (device/gemv_lanes.cuh says the rule and why), in
+// tiles of 1 or 8 rows.
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_kernels.h"
 #include "cuda/device/block_reduce.cuh"
 #include "cuda/device/check.cuh"
+#include "cuda/device/gemv_lanes.cuh"
 #include "cuda/group_decode.h"
 
 namespace tandem::cuda {
@@ -57,6 +62,23 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 }
 
+// The lanes mapping: team t.index computes column t.index.
+template <DType T, int MT>
+__global__ void __launch_bounds__(kLanesBlock)
+    gemm_lanes_kernel(WeightPlanes w, int64_t k, int64_t n, const float* __restrict__ x, int m,
+                      float* __restrict__ y, int64_t ldy, int team_size) {
+  const Team t = make_team(team_size);
+  if (t.index >= n) return;  // the whole team: the index is the team's
+  const int m0 = blockIdx.y * MT;
+  const int rows = min(MT, m - m0);
+  const WeightPlanes planes[1] = {w};
+  const int64_t cols[1] = {t.index};
+  float s[1][MT];
+  lanes_sums<T, 1, MT>(t, planes, cols, k, x, m0, rows, s);
+  if (t.lane != 0) return;
+  for (int r = 0; r < rows; ++r) y[(m0 + r) * ldy + t.index] = s[0][r];
+}
+
 template <DType T, int MT>
 void launch_tile(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy,
                  Stream stream) {
@@ -67,10 +89,29 @@ void launch_tile(const DeviceMatrix& W, const float* x, int M, float* y, int64_t
       <<<grid, 32 * kWarpsPerBlock, 0, stream>>>(weight_planes(l, W.data), l.k, l.n, x, M, y, ldy);
 }
 
+template <DType T, int MT>
+void launch_lanes_tile(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy,
+                       Stream stream) {
+  const WeightLayout& l = W.layout;
+  const int team = lanes_per_column(l.k);
+  const dim3 grid(lanes_blocks(l.n, team), static_cast<unsigned>((M + MT - 1) / MT));
+  gemm_lanes_kernel<T, MT>
+      <<<grid, kLanesBlock, 0, stream>>>(weight_planes(l, W.data), l.k, l.n, x, M, y, ldy, team);
+}
+
 // The tile: the whole call up to 4 rows, else tiles of 8 (the weights are read
 // once per tile; the partial last tile masks its missing rows).
+//
+// The lanes kernels come in two tiles only, 1 row (the decode GEMV) and 8
+// (anything more, the missing rows masked): each tile is a copy of every
+// kernel, and two more made the binaries too large for the GPU bundle's 64 MiB.
 template <DType T>
-void launch(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream) {
+void launch(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream,
+            GemvMapping mapping) {
+  if (mapping == GemvMapping::Lanes) {
+    if (M == 1) return launch_lanes_tile<T, 1>(W, x, M, y, ldy, stream);
+    return launch_lanes_tile<T, 8>(W, x, M, y, ldy, stream);
+  }
   if (M == 1) {
     launch_tile<T, 1>(W, x, M, y, ldy, stream);
   } else if (M == 2) {
@@ -84,39 +125,42 @@ void launch(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy,
 
 }  // namespace
 
-void gemm(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream) {
+void gemm(const DeviceMatrix& W, const float* x, int M, float* y, int64_t ldy, Stream stream,
+          GemvMapping mapping) {
   if (M < 1 || M > kMaxGemmRows) raise_error("cuda::gemm: rows must be in [1, 64]");
   if (ldy < W.layout.n) raise_error("cuda::gemm: ldy is less than the matrix's rows");
+  if (mapping == GemvMapping::Lanes && !planes_aligned(W.layout, W.data))
+    raise_error("cuda::gemm: the matrix's planes are not aligned for 16-byte loads");
   switch (W.layout.type) {
     case DType::F32:
-      launch<DType::F32>(W, x, M, y, ldy, stream);
+      launch<DType::F32>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::F16:
-      launch<DType::F16>(W, x, M, y, ldy, stream);
+      launch<DType::F16>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::BF16:
-      launch<DType::BF16>(W, x, M, y, ldy, stream);
+      launch<DType::BF16>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::Q4_0:
-      launch<DType::Q4_0>(W, x, M, y, ldy, stream);
+      launch<DType::Q4_0>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::Q4_1:
-      launch<DType::Q4_1>(W, x, M, y, ldy, stream);
+      launch<DType::Q4_1>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::Q5_0:
-      launch<DType::Q5_0>(W, x, M, y, ldy, stream);
+      launch<DType::Q5_0>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::Q8_0:
-      launch<DType::Q8_0>(W, x, M, y, ldy, stream);
+      launch<DType::Q8_0>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::Q4_K:
-      launch<DType::Q4_K>(W, x, M, y, ldy, stream);
+      launch<DType::Q4_K>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::Q5_K:
-      launch<DType::Q5_K>(W, x, M, y, ldy, stream);
+      launch<DType::Q5_K>(W, x, M, y, ldy, stream, mapping);
       break;
     case DType::Q6_K:
-      launch<DType::Q6_K>(W, x, M, y, ldy, stream);
+      launch<DType::Q6_K>(W, x, M, y, ldy, stream, mapping);
       break;
     default:
       raise_error("cuda::gemm: no kernel for this weight type");

@@ -124,7 +124,7 @@ struct RoundCosts {
   double step_ms = -1;   // a steady draft step (negative: none measured)
   int emitted = 0;       // tokens the round emitted, all requests together
   double total_ms = 0;   // the whole round
-  int requests = 0;      // the round's load (RoundPlan::guard_load; 0: not stated, the rate guard skips it)
+  int requests = 0;      // the round's load (RoundPlan::guard_load); 0: the guard skips it
   int drafted = 0;       // drafted tokens verified, all requests together
 };
 

@@ -40,8 +40,8 @@ struct RoundPlan {
   // its own, that batch size drafted in such rounds (paying draft catch-ups)
   // where the full batch had found drafting to lose.
   int load = 0;
-  std::vector<int> k;                  // main-chain draft length (0: a plain decode step)
-  std::vector<int> positions;          // cache positions each may write beyond its tokens
+  std::vector<int> k;          // main-chain draft length (0: a plain decode step)
+  std::vector<int> positions;  // cache positions each may write beyond its tokens
 
   int guard_load() const { return load > 0 ? load : static_cast<int>(requests.size()); }
   bool drafts() const {

@@ -17,8 +17,7 @@ using namespace tandem::cuda;
 
 namespace {
 
-const DType kLoadedTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                              DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+using test::kLoadedTypes;
 
 class CudaGetRows : public test::CudaDeviceTestWithParam<DType> {};
 

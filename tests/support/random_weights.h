@@ -10,6 +10,11 @@
 
 namespace tandem::test {
 
+// Every weight type tandem loads (the types of the kernel tests' matrices).
+inline constexpr DType kLoadedTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
+                                         DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K,
+                                         DType::Q5_K, DType::Q6_K};
+
 struct RandomMatrix {
   DType type = DType::F32;
   int64_t k = 0, n = 0;

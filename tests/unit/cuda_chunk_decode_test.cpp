@@ -32,8 +32,7 @@ using namespace tandem::cuda;
 
 namespace {
 
-const DType kLoadedTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                              DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+using test::kLoadedTypes;
 
 // The row lengths of the real shapes (Qwen2.5-Coder 1.5B and 0.5B, Llama-3.2 1B
 // and 3B: d_model and d_ff), then small ones (one block, partial passes).

@@ -29,8 +29,7 @@ using namespace tandem::cuda;
 
 namespace {
 
-const DType kLoadedTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                              DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+using test::kLoadedTypes;
 
 // Group g of row r through the decoder of type t.
 void decode(DType t, const WeightPlanes& w, int64_t r, int64_t g, float* out) {

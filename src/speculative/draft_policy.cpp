@@ -69,6 +69,7 @@ double DraftPolicy::catch_up_ms(const DraftContext& ctx) const {
 
 void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
   const std::vector<RoundRequest>& round = p.requests;
+  load_ = p.guard_load();
   for (const RoundRequest& r : round)
     if (!requests_.contains(r.ctx.id)) state(r.ctx.id).born_in_trial = guard_.trial(p.guard_load());
   draft_lengths(round, p.k);
@@ -205,7 +206,14 @@ bool DraftPolicy::explored(int batch) const {
   return costs_.has_verify(batch) && costs_.verify_points() >= 2 && costs_.has_draft_step();
 }
 
-double DraftPolicy::margin(size_t batch) const { return batch > 1 ? tuning_.batch_margin : 0; }
+double DraftPolicy::margin(size_t batch) const {
+  if (batch <= 1) return 0;
+  // Before the trial's first judged round (or while drafting is off, where the
+  // next drafted round begins a trial), the trial's costs are still ahead.
+  const bool trial_ahead =
+      guarded() && (guard_.drafting_off(load_) || guard_.judged_rounds(load_) == 0);
+  return trial_ahead ? tuning_.trial_margin : tuning_.batch_margin;
+}
 
 int DraftPolicy::position_budget(int room, int k) const {
   if (k <= 0) return 0;

@@ -102,6 +102,15 @@ struct DraftPolicyTuning {
   // busy, the gain there is thin, and the model's errors (noisy timings, an
   // acceptance estimate that lags the text) decide the sign of a thin gain.
   double batch_margin = 0.1;
+  // ... and by this factor for a round that would begin a trial at its load,
+  // or belongs to a trial's start-up (before its first judged round): whatever
+  // the verdict, the trial pays a draft model's catch-up on every request and
+  // the rounds until it is judged, on an expectation that rests on little (the
+  // acceptance of one exploring round; verify costs extrapolated from two
+  // points). At four requests on the copy set, a trial that the model expected
+  // to gain just over 10% drafted at 0.85-0.9x plain and cost 0.8 s of a 10 s
+  // run in catch-ups and judged rounds (0.91x; docs/decisions.md).
+  double trial_margin = 0.25;
   // Prefill chunks of at least this many tokens are compute-bound: their cost
   // per position bounds what each further verified position costs.
   int prefill_sample = 32;
@@ -198,7 +207,8 @@ class DraftPolicy {
   // The lengths a plan chooses among: K, or with -k auto 1..K.
   std::vector<int> k_choices_;
   bool stops_early() const;
-  // What drafting must gain over plain decoding in a batch of this many requests.
+  // What drafting must gain over plain decoding in a batch of this many
+  // requests, at the load of the round being planned.
   double margin(size_t batch) const;
   // The drafter's catch-up cost for a request: measured rate, or the prior.
   double catch_up_ms(const DraftContext& ctx) const;
@@ -233,6 +243,7 @@ class DraftPolicy {
   double recent_tokens_ = 0, recent_ms_ = 0;
   double probe_budget_ms_ = 0;  // see DraftPolicyTuning::probe_share
   bool start_up_ = false;       // the last plan's starts_up(), for record_round
+  int load_ = 0;                // the load of the round being planned (RoundPlan::guard_load)
   // Nodes beside main chains: verified, and the tokens they added (fading sums).
   double tree_nodes_ = 0, tree_gained_ = 0;
   int rounds_since_tree_ = 0;

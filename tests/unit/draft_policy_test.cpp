@@ -197,7 +197,7 @@ TEST(DraftPolicy, ATrialBeginsOnlyForTheTrialMargin) {
 // before it saw, not at a hopeful constant: in a batch where drafting pays at
 // acceptance 0.9 but not at what the text gets, new requests decode plainly.
 TEST(DraftPolicy, NewRequestsStartFromThePooledAcceptance) {
-  const FakeCosts costs{40, 5, 10};  // at batch 4: pays at acceptance 0.9, not at 0.5
+  const FakeCosts costs{40, 4, 8};  // at batch 4: pays at acceptance 0.9 (by 30%), not at 0.5
   // The target accepts the first drafted token every other round, nothing else.
   const Script half = [](int r, size_t, int n) { return r % 2 == 0 ? std::min(n, 1) : 0; };
   Simulation fresh(4, costs);

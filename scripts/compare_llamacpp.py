@@ -7,13 +7,23 @@ environment, ~/.cache/tandem/llamacpp-venv by default, never the test venv. Both
 engines get the same thread count, prompt length and number of decoded tokens;
 each decodes one token per forward pass (no speculation, no sampling cost).
 
-  scripts/compare_llamacpp.py [-t 2] [--tandem build/tandem] [--models a.gguf b.gguf]
+On a shared host the memory bandwidth moves by tens of percent within seconds,
+so one run of each engine compares two machines. The engines run in turns,
+`--rounds` times (which goes first alternates), and each round gives a ratio;
+the median is the figure. Each engine's rate is also stated as a fraction of
+the bandwidth bound read beside it: tandem's by `bench decode` itself (passes
+of `bench membw` between its steps), llama.cpp's by a `bench membw` pass right
+after its run (the bytes a token reads are the model's weights, as tandem
+counts them). The fractions compare the engines at equal bandwidth.
+
+  scripts/compare_llamacpp.py [-t 2] [--rounds 3] [--tandem build/tandem] [--models a.gguf b.gguf]
 
 Not part of `make test`.
 """
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -70,15 +80,42 @@ def last_json_line(text: str) -> dict:
     raise RuntimeError(f"no JSON line in output:\n{text}")
 
 
+def round_order(i: int) -> tuple:
+    """Which engine runs first in round i: they alternate, so that neither
+    always meets the host as the other left it."""
+    return ("tandem", "llama.cpp") if i % 2 == 0 else ("llama.cpp", "tandem")
+
+
+def summarize(rounds: list) -> dict:
+    """Rounds of one model, each {"tandem", "llama", "tandem_fraction",
+    "llama_fraction"} (tokens/s and fractions of the paired bandwidth bound):
+    the median of each round's ratio and of each engine's rate and fraction."""
+    if not rounds:
+        raise ValueError("no rounds to summarize")
+    ratios = [r["tandem"] / r["llama"] for r in rounds]
+    med = statistics.median
+    tandem_fraction = med(r["tandem_fraction"] for r in rounds)
+    llama_fraction = med(r["llama_fraction"] for r in rounds)
+    return {"ratio": med(ratios), "ratios": ratios,
+            "tandem_tok_per_s": med(r["tandem"] for r in rounds),
+            "llama_tok_per_s": med(r["llama"] for r in rounds),
+            "tandem_fraction": tandem_fraction, "llama_fraction": llama_fraction,
+            "fraction_ratio": tandem_fraction / llama_fraction}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--prompt", type=int, default=32, help="prompt tokens (default 32)")
     ap.add_argument("--gen", type=int, default=64, help="decoded tokens (default 64)")
+    ap.add_argument("--rounds", type=int, default=3, help="turns of both engines (default 3)")
     ap.add_argument("--tandem", default="build/tandem", help="the tandem binary")
     ap.add_argument("--venv", default=str(CACHE / "llamacpp-venv"))
     ap.add_argument("--models", nargs="*", help="GGUF files (default: the cached models)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        print(f"--rounds must be at least 1, got {args.rounds}", file=sys.stderr)
+        return 2
 
     models = [Path(m) for m in args.models] if args.models else \
         [CACHE / "models" / m for m in DEFAULT_MODELS if (CACHE / "models" / m).exists()]
@@ -87,31 +124,54 @@ def main() -> int:
         return 1
     python = ensure_llamacpp(Path(args.venv))
 
-    rows = []
-    for model in models:
-        tandem = subprocess.run(
+    def run_tandem(model: Path) -> dict:
+        out = subprocess.run(
             [args.tandem, "bench", "decode", "-m", str(model), "-t", str(args.threads),
              "--prompt", str(args.prompt), "--gen", str(args.gen)],
             capture_output=True, text=True, check=True)
-        t = last_json_line(tandem.stdout)
-        llama = subprocess.run(
+        return last_json_line(out.stdout)
+
+    def run_llama(model: Path) -> dict:
+        out = subprocess.run(
             [python, "-c", LLAMA_BENCH, str(model), str(args.threads), str(args.prompt),
              str(args.gen)], capture_output=True, text=True, check=True)
-        ll = last_json_line(llama.stdout)
-        rows.append((model.name, t, ll))
+        result = last_json_line(out.stdout)
+        membw = subprocess.run([args.tandem, "bench", "membw", "-t", str(args.threads)],
+                               capture_output=True, text=True, check=True)
+        result["bandwidth_gb_s"] = last_json_line(membw.stdout)["bandwidth_gb_s"]
+        return result
+
+    rows = []
+    for model in models:
+        rounds, version = [], ""
+        for i in range(args.rounds):
+            got = {}
+            for engine in round_order(i):
+                got[engine] = run_tandem(model) if engine == "tandem" else run_llama(model)
+            t, ll = got["tandem"], got["llama.cpp"]
+            version = ll["version"]
+            bound = ll["bandwidth_gb_s"] * 1e9 / t["weight_bytes_per_token"]
+            rounds.append({"tandem": t["decode_tok_per_s"], "llama": ll["decode_tok_per_s"],
+                           "tandem_fraction": t["bandwidth_fraction"],
+                           "llama_fraction": ll["decode_tok_per_s"] / bound,
+                           "tandem_prefill": t["prefill_tok_per_s"],
+                           "llama_prefill": ll["prefill_tok_per_s"]})
+        rows.append((model.name, version, rounds, summarize(rounds)))
 
     print(f"\nplain decode, {args.threads} threads, {args.prompt}-token prompt, "
-          f"{args.gen} decoded tokens (llama.cpp {rows[0][2]['version']} via llama-cpp-python)")
+          f"{args.gen} decoded tokens, {args.rounds} rounds in turns, medians "
+          f"(llama.cpp {rows[0][1]} via llama-cpp-python)")
     header = (f"{'model':44} {'tandem tok/s':>13} {'llama.cpp tok/s':>16} {'ratio':>6} "
-              f"{'tandem prefill':>15} {'llama.cpp prefill':>18} {'bw fraction':>12}")
+              f"{'of bound: tandem':>17} {'llama.cpp':>10}  ratio per round")
     print(header)
     print("-" * len(header))
-    for name, t, ll in rows:
-        print(f"{name:44} {t['decode_tok_per_s']:13.2f} {ll['decode_tok_per_s']:16.2f} "
-              f"{t['decode_tok_per_s'] / ll['decode_tok_per_s']:6.2f} "
-              f"{t['prefill_tok_per_s']:15.1f} {ll['prefill_tok_per_s']:18.1f} "
-              f"{t['bandwidth_fraction']:12.2f}")
-    print(json.dumps([{"model": n, "tandem": t, "llama_cpp": ll} for n, t, ll in rows]))
+    for name, _, _, s in rows:
+        per_round = ", ".join(f"{r:.2f}" for r in s["ratios"])
+        print(f"{name:44} {s['tandem_tok_per_s']:13.2f} {s['llama_tok_per_s']:16.2f} "
+              f"{s['ratio']:6.2f} {s['tandem_fraction']:17.2f} {s['llama_fraction']:10.2f}  "
+              f"{per_round}")
+    print(json.dumps([{"model": n, "llama_cpp_version": v, "rounds": r, "summary": s}
+                      for n, v, r, s in rows]))
     return 0
 
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <unordered_map>
 
 #include "speculative/draft_hints.h"
@@ -120,6 +121,8 @@ class Simulation {
   }
 
   const DraftPolicy& policy() const { return policy_; }
+  // The passes cost this from the next round on (the cost model learns it).
+  void set_costs(FakeCosts costs) { costs_ = costs; }
   // The engine's load stated with every plan (requests decoding and
   // prefilling; 0: the decoding batch).
   void set_load(int load) { load_ = load; }
@@ -191,6 +194,41 @@ TEST(DraftPolicy, ATrialBeginsOnlyForTheTrialMargin) {
   sim_bolder.round(kAcceptAll);
   sim_bolder.round(kAcceptAll);
   EXPECT_EQ(drafting(sim_bolder.round(kAcceptAll)), 4) << "the same gain clears batch_margin";
+}
+
+// Once a trial is judging (its first judged round recorded), batch_margin's 10%
+// applies again: a batch that began drafting where it gained 60%, and whose draft
+// step then slows to where it gains about 20%, drafts on. Not judged (rounds that
+// do not tell the guard their batch), the same batch stops: the trial margin
+// still applies.
+TEST(DraftPolicy, AJudgedTrialDraftsOnAtTheBatchMargin) {
+  // Nine drafted tokens in ten accepted: acceptance about 0.9.
+  auto ninety = [] {
+    auto seen = std::make_shared<int>(0);
+    return Script([seen](int, size_t, int n) {
+      for (int a = 0; a < n; ++a)
+        if (++*seen % 10 == 0) return a;
+      return n;
+    });
+  };
+  int late_judged = 0, late_unjudged = 0;
+  for (bool judged : {true, false}) {
+    Simulation sim(4, FakeCosts{40, 2, 8});
+    if (judged) sim.hide_drafting_cost(0);  // rounds tell the guard their batch
+    const Script script = ninety();
+    for (int r = 0; r < 20; ++r) sim.round(script);
+    EXPECT_EQ(drafting(sim.round(script)), 4) << "drafting began, judged " << judged;
+    sim.set_costs(FakeCosts{40, 2, 18});
+    // The cost model learns the slower step over some rounds (a running
+    // average; acceptance's ups and downs); rounds 40-74 after the change are
+    // counted, before the guard's own verdict on the slower rounds (drafting
+    // past its best length, they fall below plain about 80 rounds in).
+    int late = 0;
+    for (int r = 0; r < 75; ++r) late += drafting(sim.round(script)) == 4 && r >= 40;
+    (judged ? late_judged : late_unjudged) = late;
+  }
+  EXPECT_GE(late_judged, 30) << "a judging trial keeps the 10% margin";
+  EXPECT_LE(late_unjudged, 4) << "before its first judged round, 25% is asked";
 }
 
 // A request with no verdicts of its own is read at the acceptance the requests

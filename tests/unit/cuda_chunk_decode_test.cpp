@@ -16,16 +16,9 @@
 #include "cuda/chunk_decode.h"
 #include "cuda/group_decode.h"
 #include "cuda/weight_layout.h"
+#include "cuda/weight_type.h"
 #include "cuda_model/device_weights.h"
 #include "support/random_weights.h"
-
-// As in the quant layer: no fused multiply-add, so both decoders round each
-// product as the reference does.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
 
 using namespace tandem;
 using namespace tandem::cuda;
@@ -38,35 +31,6 @@ using test::kLoadedTypes;
 // and 3B: d_model and d_ff), then small ones (one block, partial passes).
 const int64_t kRealK[] = {1536, 8960, 896, 4864, 2048, 8192, 3072};
 const int64_t kSmallK[] = {32, 64, 96, 256, 512, 768, 1024, 1280, 2304};
-
-// f(std::integral_constant<DType, T>) for the type t.
-template <typename F>
-void with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::F32:
-      return f(std::integral_constant<DType, DType::F32>{});
-    case DType::F16:
-      return f(std::integral_constant<DType, DType::F16>{});
-    case DType::BF16:
-      return f(std::integral_constant<DType, DType::BF16>{});
-    case DType::Q4_0:
-      return f(std::integral_constant<DType, DType::Q4_0>{});
-    case DType::Q4_1:
-      return f(std::integral_constant<DType, DType::Q4_1>{});
-    case DType::Q5_0:
-      return f(std::integral_constant<DType, DType::Q5_0>{});
-    case DType::Q8_0:
-      return f(std::integral_constant<DType, DType::Q8_0>{});
-    case DType::Q4_K:
-      return f(std::integral_constant<DType, DType::Q4_K>{});
-    case DType::Q5_K:
-      return f(std::integral_constant<DType, DType::Q5_K>{});
-    case DType::Q6_K:
-      return f(std::integral_constant<DType, DType::Q6_K>{});
-    default:
-      FAIL() << "no decoder for " << dtype_name(t);
-  }
-}
 
 // The plane that holds a row's codes or values: the one its chunks tile.
 int main_plane(DType t) {
@@ -120,7 +84,7 @@ void expect_same_bits(const WeightLayout& l, const std::vector<uint8_t>& ggml) {
   std::vector<uint8_t> device(l.total_bytes);
   repack_weights(l, ggml.data(), device.data());
   const WeightPlanes planes = weight_planes(l, device.data());
-  with_type(l.type, [&](auto tag) {
+  with_weight_type(l.type, [&](auto tag) {
     for (int64_t r = 0; r < l.n; ++r) {
       const TwoDecodes d = decode_both<decltype(tag)::value>(l, planes, r);
       ASSERT_EQ(std::memcmp(d.groups.data(), d.chunks.data(), l.k * sizeof(float)), 0)
@@ -143,7 +107,7 @@ TEST_P(CudaChunkDecode, ChunksEqualDecodeGroupOnRandomMatrices) {
     // And the reference's own bits (cuda_weight_layout_test checks decode_group's).
     std::vector<uint8_t> device(l.total_bytes);
     repack_weights(l, m.bytes.data(), device.data());
-    with_type(t, [&](auto tag) {
+    with_weight_type(t, [&](auto tag) {
       const TwoDecodes d = decode_both<decltype(tag)::value>(l, weight_planes(l, device.data()), 2);
       EXPECT_EQ(std::memcmp(d.chunks.data(), &m.deq[2 * k], k * sizeof(float)), 0);
     });
@@ -169,7 +133,7 @@ TEST_P(CudaChunkDecode, LanesCoverEveryElementOnce) {
   const int block = dtype_info(t).block_size == 256 ? 256 : 32;
   std::vector<int64_t> ks(std::begin(kRealK), std::end(kRealK));
   ks.insert(ks.end(), std::begin(kSmallK), std::end(kSmallK));
-  with_type(t, [&](auto tag) {
+  with_weight_type(t, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     using S = ChunkShape<T>;
     for (int64_t k : ks) {

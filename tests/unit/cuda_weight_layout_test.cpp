@@ -16,14 +16,6 @@
 #include "support/random_weights.h"
 #include "support/test_util.h"
 
-// As in the quant layer: no fused multiply-add, so the decoder rounds each
-// product as the reference does.
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 using namespace tandem;
 using namespace tandem::cuda;
 

@@ -32,6 +32,7 @@
 #include "cuda/device/gemv_lanes.cuh"
 #include "cuda/device/kv_element.cuh"
 #include "cuda/group_decode.h"
+#include "cuda/weight_type.h"
 
 namespace tandem::cuda {
 namespace {
@@ -41,28 +42,7 @@ static_assert(32 * kWarpsPerBlock == kLanesBlock, "grid_for counts blocks of kLa
 
 __device__ __forceinline__ void decode_any(DType t, const WeightPlanes& w, int64_t col, int64_t g,
                                            float out[kGroup]) {
-  switch (t) {
-    case DType::F32:
-      return decode_group<DType::F32>(w, col, g, out);
-    case DType::F16:
-      return decode_group<DType::F16>(w, col, g, out);
-    case DType::BF16:
-      return decode_group<DType::BF16>(w, col, g, out);
-    case DType::Q4_0:
-      return decode_group<DType::Q4_0>(w, col, g, out);
-    case DType::Q4_1:
-      return decode_group<DType::Q4_1>(w, col, g, out);
-    case DType::Q5_0:
-      return decode_group<DType::Q5_0>(w, col, g, out);
-    case DType::Q8_0:
-      return decode_group<DType::Q8_0>(w, col, g, out);
-    case DType::Q4_K:
-      return decode_group<DType::Q4_K>(w, col, g, out);
-    case DType::Q5_K:
-      return decode_group<DType::Q5_K>(w, col, g, out);
-    default:
-      return decode_group<DType::Q6_K>(w, col, g, out);  // the host admits no other type
-  }
+  with_weight_type(t, [&](auto tag) { decode_group<decltype(tag)::value>(w, col, g, out); });
 }
 
 // One column of a matrix: its planes, type and index.

@@ -33,6 +33,7 @@
 
 #include "cuda/chunk_decode.h"
 #include "cuda/device/block_reduce.cuh"
+#include "cuda/weight_type.h"
 
 namespace tandem::cuda {
 
@@ -147,28 +148,9 @@ __device__ __forceinline__ void lanes_sums_any(DType type, const Team& t,
                                                const int64_t (&col)[NC], int64_t k,
                                                const float* __restrict__ x, int m0, int rows,
                                                float (&s)[NC][MT]) {
-  switch (type) {
-    case DType::F32:
-      return lanes_sums<DType::F32, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::F16:
-      return lanes_sums<DType::F16, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::BF16:
-      return lanes_sums<DType::BF16, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::Q4_0:
-      return lanes_sums<DType::Q4_0, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::Q4_1:
-      return lanes_sums<DType::Q4_1, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::Q5_0:
-      return lanes_sums<DType::Q5_0, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::Q8_0:
-      return lanes_sums<DType::Q8_0, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::Q4_K:
-      return lanes_sums<DType::Q4_K, NC, MT>(t, w, col, k, x, m0, rows, s);
-    case DType::Q5_K:
-      return lanes_sums<DType::Q5_K, NC, MT>(t, w, col, k, x, m0, rows, s);
-    default:  // the host admits no other type
-      return lanes_sums<DType::Q6_K, NC, MT>(t, w, col, k, x, m0, rows, s);
-  }
+  with_weight_type(type, [&](auto tag) {
+    lanes_sums<decltype(tag)::value, NC, MT>(t, w, col, k, x, m0, rows, s);
+  });
 }
 
 }  // namespace tandem::cuda

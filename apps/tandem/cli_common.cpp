@@ -106,6 +106,22 @@ std::vector<int> prompt_ids(const Model& model, const PromptOptions& p) {
   return tok.encode(text, tok.add_bos() && !p.no_bos, false);
 }
 
+void add_lookup_flags(CLI::App* cmd, SpecCliOptions& s) {
+  auto* on = cmd->add_flag("--draft-lookup", s.lookup,
+                           "Draft model: propose an n-gram match from the text so far instead "
+                           "where lookups are accepted at least as often as the model's drafts "
+                           "(the default)");
+  auto* off = cmd->add_flag("--no-draft-lookup", s.no_lookup,
+                            "Draft model: every draft from the model, no lookups first")
+                  ->excludes(on);
+  cmd->add_option("--lookup", s.lookup_source,
+                  "With a draft model: where its lookups come from, 'ngram' (the request's "
+                  "text) or 'suffix' (also recent requests' text)")
+      ->check(CLI::IsMember({"ngram", "suffix"}))
+      ->capture_default_str()
+      ->excludes(off);
+}
+
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_option("-d,--draft", s.draft,
                   "Speculative decoding: a draft model (GGUF or HF directory), 'ngram' (lookup "
@@ -115,14 +131,7 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_option("--draft-vocab", s.draft_vocab,
                   "Draft model: propose only the first N token ids (plus special tokens); "
                   "0 = all; default 32768 for vocabularies over 65536, else all");
-  cmd->add_flag("--draft-lookup", s.lookup,
-                "Draft model: propose an n-gram match from the text so far instead where "
-                "lookups are accepted at least as often as the model's drafts");
-  cmd->add_option("--lookup", s.lookup_source,
-                  "With --draft-lookup: where lookups come from, 'ngram' (the request's text) "
-                  "or 'suffix' (also recent requests' text)")
-      ->check(CLI::IsMember({"ngram", "suffix"}))
-      ->capture_default_str();
+  add_lookup_flags(cmd, s);
   cmd->add_option("--suffix-budget", s.suffix_budget,
                   "Tokens of recent requests' text the suffix index keeps (about 16 bytes "
                   "each); the oldest requests' text is evicted first")
@@ -200,13 +209,15 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
   SpecSetup out;
   if (s.draft.empty()) return out;
   if (s.draft == "ngram" || s.draft == "suffix") {
-    check(!s.lookup, "--draft-lookup goes with a draft model (-d MODEL), not -d {}", s.draft);
+    check(!s.lookup && !s.no_lookup,
+          "--{}draft-lookup goes with a draft model (-d MODEL), not -d {}",
+          s.no_lookup ? "no-" : "", s.draft);
     out.drafter = s.draft == "ngram" ? make_ngram_drafter(s.tree)
                                      : make_suffix_drafter(s.tree, s.suffix_budget);
     return out;
   }
   out.draft_model = Model::load(s.draft, target.kernel_config());
-  const DraftLookup lookup = !s.lookup                     ? DraftLookup::None
+  const DraftLookup lookup = s.no_lookup                   ? DraftLookup::None
                              : s.lookup_source == "suffix" ? DraftLookup::Suffix
                                                            : DraftLookup::Ngram;
   out.drafter = make_model_drafter(*out.draft_model, target, pool, cache, s.draft_vocab, s.tree,

@@ -77,10 +77,14 @@ struct SpecCliOptions {
   std::string draft;
   std::string k = "5";
   int draft_vocab = -1;  // -1: automatic (see add_spec_options)
-  bool lookup =
-      false;     // with a draft model: n-gram lookups first (speculative/lookup_first_drafter.h)
+  // With a draft model, lookups first (speculative/lookup_first_drafter.h) unless
+  // --no-draft-lookup: a lookup costs no draft step and is taken only where it is
+  // accepted as often as the model's drafts (docs/decisions.md, "Lookups first by
+  // default"). --draft-lookup asks for it by name, and is an error without a model.
+  bool lookup = false;
+  bool no_lookup = false;
   int tree = 0;  // draft trees: verified positions beyond the main chain (0: chains)
-  // Where --draft-lookup's lookups come from: "ngram" (the request's own text)
+  // Where the lookups come from: "ngram" (the request's own text)
   // or "suffix" (that and recent requests' text, speculative/suffix_drafter.h).
   std::string lookup_source = "ngram";
   size_t suffix_budget = kDefaultSuffixBudget;  // tokens the suffix index holds
@@ -88,6 +92,8 @@ struct SpecCliOptions {
   bool draft_always = false;                    // fixed K drafted every round, no opting out
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
+// --draft-lookup, --no-draft-lookup and --lookup alone (bench spec has its own -d and -k).
+void add_lookup_flags(CLI::App* cmd, SpecCliOptions& s);
 // Draft length options from -k; throws tandem::Error for K < 1 or a bad value.
 SpecOptions spec_options(const SpecCliOptions& s);
 

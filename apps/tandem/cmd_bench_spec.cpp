@@ -333,8 +333,7 @@ void add_bench_spec_command(CLI::App* bench) {
   cmd->add_option("-d,--draft", o.spec.draft, "Draft model, or 'ngram'")->required();
   cmd->add_option("--draft-vocab", o.spec.draft_vocab,
                   "Draft model: propose only the first N token ids (default as for generate)");
-  cmd->add_flag("--draft-lookup", o.spec.lookup,
-                "Draft model: n-gram lookups first where they are accepted as often");
+  add_lookup_flags(cmd, o.spec);
   cmd->add_option("-k", o.k_list, "Comma-separated draft lengths, 'auto' allowed")
       ->capture_default_str();
   cmd->add_option("--tree", o.tree_list,
@@ -386,7 +385,7 @@ void add_bench_spec_command(CLI::App* bench) {
     }
     check(!trees.empty(), "--tree: no tree sizes given");
     for (const auto& k : ks)  // validate before the long run
-      for (int t : trees) spec_options({o.spec.draft, k, -1, false, t});
+      for (int t : trees) spec_options({.draft = o.spec.draft, .k = k, .tree = t});
     check(o.reps >= 1, "--reps must be at least 1, got {}", o.reps);
     check_sampling(o.sampling);
 

@@ -1,11 +1,12 @@
-// A draft model with prompt lookup in front of it (`--draft-lookup`). Where the
-// text repeats itself (edits, renames, quotes, code that reuses its names) an
-// n-gram match proposes a long run for free; elsewhere the draft model drafts as
-// usual. Per request and per match length it learns how often lookups are
-// accepted, and takes the lookup only where that is at least as good as the
-// draft model's own acceptance: a lookup costs no draft steps, so at equal
-// acceptance it is the better proposal. The draft model's cache catches up on
-// the tokens it did not draft at its next step (its step 0 feeds what it lacks).
+// A draft model with prompt lookup in front of it (the CLI's default with a
+// draft model; `--no-draft-lookup` turns it off). Where the text repeats itself
+// (edits, renames, quotes, code that reuses its names) an n-gram match proposes
+// a long run for free; elsewhere the draft model drafts as usual. Per request
+// and per match length it learns how often lookups are accepted, and takes the
+// lookup only where that is at least as good as the draft model's own
+// acceptance: a lookup costs no draft steps, so at equal acceptance it is the
+// better proposal. The draft model's cache catches up on the tokens it did not
+// draft at its next step (its step 0 feeds what it lacks).
 #pragma once
 #include <memory>
 #include <unordered_map>

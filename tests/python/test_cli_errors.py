@@ -146,6 +146,15 @@ def main():
         expect_error("--draft-always with -k auto",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram", "-k", "auto",
                       "--draft-always"], ["--draft-always", "auto"])
+        expect_error("--no-draft-lookup without a draft model",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram",
+                      "--no-draft-lookup"], ["--no-draft-lookup", "draft model", "ngram"])
+        expect_error("--draft-lookup and --no-draft-lookup",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram",
+                      "--draft-lookup", "--no-draft-lookup"], ["--draft-lookup", "--no-draft-lookup"])
+        expect_error("--lookup with --no-draft-lookup",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram",
+                      "--no-draft-lookup", "--lookup", "suffix"], ["--no-draft-lookup", "--lookup"])
         expect_error("missing draft model",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "nodraft.gguf"],
                      ["nodraft.gguf"])

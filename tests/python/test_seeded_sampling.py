@@ -143,7 +143,10 @@ def qwen_pair():
     with serving(ServerProcess("--max-batch", 2, model=QWEN, startup_timeout=180),
                  "qwen plain") as srv:
         want = matrix(srv.client, name, temps, n, structured=False)
-    setups = [("auto K, trees, one thread", ["-k", "auto", "--tree", 4, "--no-rate-guard"], 1),
+    # Lookups first is the default with a draft model; the first setup turns it off so that
+    # the model's own drafts are checked too.
+    setups = [("auto K, trees, model drafts only, one thread",
+               ["-k", "auto", "--tree", 4, "--no-rate-guard", "--no-draft-lookup"], 1),
               ("K=4, lookups first, two threads", ["-k", 4, "--draft-lookup", "--draft-always"],
                2)]
     for label, args, threads in setups:

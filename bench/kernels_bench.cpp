@@ -8,7 +8,9 @@
 // reports nanoseconds per 256 weights (one super-block or eight legacy blocks)
 // and per activation row: the kernel's compute speed, the other
 // side of the roofline. VnniPeak is the ceiling of that compute side: one
-// core's rate of the 512-bit int8 dot-product instruction.
+// core's rate of the 512-bit int8 dot-product instruction. MatmulSmall and
+// Attention with cold:1 measure a decode step's small calls as the step sees
+// them: from memory, the caches emptied by the weights streamed between them.
 //
 //   build/bench/tandem_bench_kernels [--benchmark_filter=Q4_K] [threads via TANDEM_THREADS]
 #include <benchmark/benchmark.h>
@@ -191,6 +193,53 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   state.SetLabel(k->name());
 }
 
+// A decode step's small matmuls: Qwen2.5-1.5B's attention matrices ({1536,
+// 2048} for q+k+v, {1536, 1536} for the output), each call on the next of
+// enough copies that every call reads memory (target_bytes()). Against Matmul's
+// one large matrix, the difference is what a call's start and end cost: the
+// pool's wake-up and join, and the prefetchers' ramp on a new stream.
+void BM_MatmulSmall(benchmark::State& state, DType t) {
+  constexpr int64_t K = 1536;
+  const int64_t N = state.range(0);
+  const size_t row_bytes = dtype_row_bytes(t, K);
+  std::mt19937 rng(6);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> w(K);
+  std::vector<uint8_t> bytes(row_bytes * N);
+  for (int64_t n = 0; n < N; ++n) {
+    for (auto& v : w) v = dist(rng);
+    quantize_row(t, w.data(), bytes.data() + n * row_bytes, K);
+  }
+  const size_t copies = std::max<size_t>(2, target_bytes() / bytes.size() + 1);
+  std::vector<std::vector<uint8_t>> raw(copies, bytes);
+  std::vector<AlignedVector<uint8_t>> packed(copies);
+  std::vector<TensorView> views(copies);
+  size_t streamed = 0;
+  for (size_t i = 0; i < copies; ++i) {
+    TensorView& v = views[i];
+    v.name = "bench";
+    v.type = t;
+    v.shape = {K, N};
+    v.data = raw[i].data();
+    v.nbytes = raw[i].size();
+    packed[i] = kernels::pack_weights(v, config(), pool());
+    v.packed = packed[i].empty() ? nullptr : packed[i].data();
+    streamed = packed[i].empty() ? v.nbytes : packed[i].size();
+  }
+  std::vector<float> x(K), y(N);
+  for (auto& v : x) v = dist(rng);
+  const auto k = make_kernels(pool(), 1, K);
+  size_t next = 0;
+  for (auto _ : state) {
+    k->matmul(views[next], x.data(), 1, y.data());
+    benchmark::DoNotOptimize(y.data());
+    next = next + 1 == copies ? 0 : next + 1;
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(streamed),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(k->name());
+}
+
 // The roofline's compute side: one core's throughput of the 512-bit int8 dot
 // product (vpdpbusd, 64 multiply-adds) that the quantized matmuls are built on,
 // on 12 independent accumulators. Reports nanoseconds per instruction.
@@ -246,7 +295,19 @@ void BM_Attention(benchmark::State& state) {
   std::vector<int> pos(n_q);
   for (int i = 0; i < n_q; ++i) pos[i] = ctx + i;
   const auto kernels = make_kernels(pool(), n_q, 0);
+  const bool cold = state.range(2) != 0;
+  std::vector<uint8_t> evict(cold ? target_bytes() : 0, 1);
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      // Both threads read, so that the pool's worker is still spinning after.
+      pool().parallel_for(static_cast<int64_t>(evict.size()), [&](int64_t b, int64_t e, int) {
+        uint64_t sum = 0;
+        for (int64_t i = b; i < e; i += 64) sum += evict[i];
+        benchmark::DoNotOptimize(sum);
+      });
+      state.ResumeTiming();
+    }
     kernels->attention(q.data(), n_q, pos.data(), cache.view(slot, 0), ash, out.data());
     benchmark::DoNotOptimize(out.data());
   }
@@ -344,6 +405,16 @@ void register_all() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
+  for (DType t : {DType::Q4_K, DType::Q6_K})
+    benchmark::RegisterBenchmark(("MatmulSmall/" + std::string(dtype_name(t))).c_str(),
+                                 [t](benchmark::State& s) { BM_MatmulSmall(s, t); })
+        ->ArgName("N")
+        ->Arg(256)
+        ->Arg(1536)
+        ->Arg(2048)
+        ->Arg(8960)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
 #if defined(__x86_64__)
   benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond);
 #endif
@@ -355,11 +426,22 @@ void register_all() {
       ->Args({3, 15, 100})
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("Attention", BM_Attention)
-      ->ArgNames({"ctx", "n_q"})
-      ->Args({512, 1})
-      ->Args({512, 6})
-      ->Args({4096, 1})
-      ->Args({4096, 6})
+      ->ArgNames({"ctx", "n_q", "cold"})
+      ->Args({16, 1, 0})
+      ->Args({160, 1, 0})
+      ->Args({512, 1, 0})
+      ->Args({512, 6, 0})
+      ->Args({4096, 1, 0})
+      ->Args({4096, 6, 0})
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+  // From memory, as in a decode step, whose weights have pushed the cache out
+  // of L3: a fixed number of iterations, as each is timed apart from the eviction.
+  benchmark::RegisterBenchmark("Attention", BM_Attention)
+      ->ArgNames({"ctx", "n_q", "cold"})
+      ->Args({160, 1, 1})
+      ->Args({512, 1, 1})
+      ->Iterations(2000)
       ->Unit(benchmark::kMicrosecond)
       ->UseRealTime();
   benchmark::RegisterBenchmark("AttentionBatch", BM_AttentionBatch)

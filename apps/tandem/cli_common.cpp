@@ -204,6 +204,24 @@ SpecOptions spec_options(const SpecCliOptions& s) {
   return o;
 }
 
+DraftLookup draft_lookup(const SpecCliOptions& s) {
+  if (s.draft.empty() || s.draft == "ngram" || s.draft == "suffix" || s.no_lookup)
+    return DraftLookup::None;
+  return s.lookup_source == "suffix" ? DraftLookup::Suffix : DraftLookup::Ngram;
+}
+
+const char* draft_lookup_name(DraftLookup lookup) {
+  switch (lookup) {
+    case DraftLookup::None:
+      return "none";
+    case DraftLookup::Ngram:
+      return "ngram";
+    case DraftLookup::Suffix:
+      return "suffix";
+  }
+  return "none";
+}
+
 SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool& pool,
                        const KVCacheConfig& cache, const ForwardPassFactory& forward_pass) {
   SpecSetup out;
@@ -217,11 +235,8 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
     return out;
   }
   out.draft_model = Model::load(s.draft, target.kernel_config());
-  const DraftLookup lookup = s.no_lookup                   ? DraftLookup::None
-                             : s.lookup_source == "suffix" ? DraftLookup::Suffix
-                                                           : DraftLookup::Ngram;
   out.drafter = make_model_drafter(*out.draft_model, target, pool, cache, s.draft_vocab, s.tree,
-                                   lookup, s.suffix_budget, forward_pass);
+                                   draft_lookup(s), s.suffix_budget, forward_pass);
   return out;
 }
 

@@ -92,6 +92,8 @@ def main():
     check(p.returncode == 0, "bench serve --seconds runs", p.stderr[-2000:])
     if data:
         check_levels("--seconds", data, seconds=1)
+        check(data["lookup"] == "none", "no lookups in front of the n-gram drafter",
+              data["lookup"])
         check(data["prefix_cache"]["prefill_ms_with"] < data["prefix_cache"]["prefill_ms_without"],
               "the prefix cache saves prefill", data["prefix_cache"])
         check("speculative / plain tokens/s:" in p.stdout, "the summary line is printed")
@@ -107,6 +109,14 @@ def main():
     check(p.returncode == 0, "bench serve with a draft model runs", p.stderr[-2000:])
     if data:
         check_levels("draft model", data, seconds=1)
+        check(data["lookup"] == "ngram", "a draft model has lookups first by default",
+              data["lookup"])
+        check("lookups first: ngram" in p.stdout, "the header says so", p.stdout[:300])
+    p, data = run("--seconds", "1", "--no-draft-lookup", draft=str(MODEL),
+                  levels="1")
+    check(p.returncode == 0, "bench serve --no-draft-lookup runs", p.stderr[-2000:])
+    if data:
+        check(data["lookup"] == "none", "--no-draft-lookup: the draft model alone", data["lookup"])
 
     for levels, says in (("0", "--concurrency: 0 is outside [1, 256]"),
                          ("1,two", "--concurrency: 'two' is not a number")):

@@ -72,6 +72,30 @@ size_t target_bytes() {
   return std::max(size_t(96) << 20, l3 > 0 ? 2 * static_cast<size_t>(l3) : 0);
 }
 
+// A {K, N} matrix view of `type` over `bytes` (file layout; no packed copy).
+TensorView view_of(DType type, int64_t K, int64_t N, const uint8_t* bytes, size_t nbytes) {
+  TensorView v;
+  v.name = "bench";
+  v.type = type;
+  v.shape = {K, N};
+  v.data = bytes;
+  v.nbytes = nbytes;
+  return v;
+}
+
+// N rows of K weights drawn from N(0, 1) by rng, quantized to `type`.
+std::vector<uint8_t> random_rows(DType type, int64_t K, int64_t N, std::mt19937& rng) {
+  const size_t row_bytes = dtype_row_bytes(type, K);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> w(K);
+  std::vector<uint8_t> bytes(row_bytes * N);
+  for (int64_t n = 0; n < N; ++n) {
+    for (auto& v : w) v = dist(rng);
+    quantize_row(type, w.data(), bytes.data() + n * row_bytes, K);
+  }
+  return bytes;
+}
+
 // A {kK, N} matrix of `type` of about target_bytes(): 64 quantized random rows,
 // repeated (quantizing it all would dominate the run; the speed is the same).
 // One type at a time is kept (the benchmarks of a type run together).
@@ -89,21 +113,11 @@ const BenchMatrix& matrix(DType t) {
   const size_t row_bytes = dtype_row_bytes(t, kK);
   const int64_t N = static_cast<int64_t>(target_bytes() / row_bytes) / 64 * 64;
   std::mt19937 rng(1);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> w(kK);
-  std::vector<uint8_t> seed_rows(64 * row_bytes);
-  for (int r = 0; r < 64; ++r) {
-    for (auto& v : w) v = dist(rng);
-    quantize_row(t, w.data(), seed_rows.data() + r * row_bytes, kK);
-  }
+  const std::vector<uint8_t> seed_rows = random_rows(t, kK, 64, rng);
   slot->bytes.resize(row_bytes * N);
   for (int64_t r = 0; r < N; r += 64)
     std::memcpy(slot->bytes.data() + r * row_bytes, seed_rows.data(), seed_rows.size());
-  slot->view.name = "bench";
-  slot->view.type = t;
-  slot->view.shape = {kK, N};
-  slot->view.data = slot->bytes.data();
-  slot->view.nbytes = slot->bytes.size();
+  slot->view = view_of(t, kK, N, slot->bytes.data(), slot->bytes.size());
   slot->packed = kernels::pack_weights(slot->view, config(), pool());
   return *slot;
 }
@@ -115,13 +129,8 @@ bool packs(DType t) {
   std::vector<uint8_t> bytes(16 * row_bytes);
   const std::vector<float> zeros(kK, 0.0f);
   for (int r = 0; r < 16; ++r) quantize_row(t, zeros.data(), bytes.data() + r * row_bytes, kK);
-  TensorView v;
-  v.name = "probe";
-  v.type = t;
-  v.shape = {kK, 16};
-  v.data = bytes.data();
-  v.nbytes = bytes.size();
-  return !kernels::pack_weights(v, config(), pool()).empty();
+  return !kernels::pack_weights(view_of(t, kK, 16, bytes.data(), bytes.size()), config(), pool())
+              .empty();
 }
 
 // W itself, or W with its packed copy.
@@ -159,21 +168,12 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   const size_t row_bytes = dtype_row_bytes(t, K);
   const int64_t N =
       std::max<int64_t>(16, (int64_t{1} << 20) / static_cast<int64_t>(row_bytes) / 16 * 16);
-  std::vector<uint8_t> bytes(row_bytes * N);
   std::mt19937 rng(4);
+  const std::vector<uint8_t> bytes = random_rows(t, K, N, rng);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> w(K), x(M * K), y(M * N);
-  for (int64_t n = 0; n < N; ++n) {
-    for (auto& v : w) v = dist(rng);
-    quantize_row(t, w.data(), bytes.data() + n * row_bytes, K);
-  }
+  std::vector<float> x(M * K), y(M * N);
   for (auto& v : x) v = dist(rng);
-  TensorView view;
-  view.name = "bench";
-  view.type = t;
-  view.shape = {K, N};
-  view.data = bytes.data();
-  view.nbytes = bytes.size();
+  TensorView view = view_of(t, K, N, bytes.data(), bytes.size());
   const AlignedVector<uint8_t> packed_copy =
       packed ? kernels::pack_weights(view, config(), one) : AlignedVector<uint8_t>{};
   view.packed = packed ? packed_copy.data() : nullptr;
@@ -201,31 +201,20 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
 void BM_MatmulSmall(benchmark::State& state, DType t) {
   constexpr int64_t K = 1536;
   const int64_t N = state.range(0);
-  const size_t row_bytes = dtype_row_bytes(t, K);
   std::mt19937 rng(6);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> w(K);
-  std::vector<uint8_t> bytes(row_bytes * N);
-  for (int64_t n = 0; n < N; ++n) {
-    for (auto& v : w) v = dist(rng);
-    quantize_row(t, w.data(), bytes.data() + n * row_bytes, K);
-  }
+  const std::vector<uint8_t> bytes = random_rows(t, K, N, rng);
   const size_t copies = std::max<size_t>(2, target_bytes() / bytes.size() + 1);
   std::vector<std::vector<uint8_t>> raw(copies, bytes);
   std::vector<AlignedVector<uint8_t>> packed(copies);
   std::vector<TensorView> views(copies);
   size_t streamed = 0;
   for (size_t i = 0; i < copies; ++i) {
-    TensorView& v = views[i];
-    v.name = "bench";
-    v.type = t;
-    v.shape = {K, N};
-    v.data = raw[i].data();
-    v.nbytes = raw[i].size();
+    TensorView& v = views[i] = view_of(t, K, N, raw[i].data(), raw[i].size());
     packed[i] = kernels::pack_weights(v, config(), pool());
     v.packed = packed[i].empty() ? nullptr : packed[i].data();
     streamed = packed[i].empty() ? v.nbytes : packed[i].size();
   }
+  std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(K), y(N);
   for (auto& v : x) v = dist(rng);
   const auto k = make_kernels(pool(), 1, K);

@@ -204,29 +204,21 @@ SpecOptions spec_options(const SpecCliOptions& s) {
   return o;
 }
 
-DraftLookup draft_lookup(const SpecCliOptions& s) {
-  if (s.draft.empty() || s.draft == "ngram" || s.draft == "suffix" || s.no_lookup)
-    return DraftLookup::None;
-  return s.lookup_source == "suffix" ? DraftLookup::Suffix : DraftLookup::Ngram;
-}
+namespace {
+// -d ngram|suffix: a drafter that is all lookups, with no model behind it.
+bool lookup_drafter(const SpecCliOptions& s) { return s.draft == "ngram" || s.draft == "suffix"; }
+}  // namespace
 
-const char* draft_lookup_name(DraftLookup lookup) {
-  switch (lookup) {
-    case DraftLookup::None:
-      return "none";
-    case DraftLookup::Ngram:
-      return "ngram";
-    case DraftLookup::Suffix:
-      return "suffix";
-  }
-  return "none";
+DraftLookup draft_lookup(const SpecCliOptions& s) {
+  if (s.draft.empty() || lookup_drafter(s) || s.no_lookup) return DraftLookup::None;
+  return s.lookup_source == "suffix" ? DraftLookup::Suffix : DraftLookup::Ngram;
 }
 
 SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool& pool,
                        const KVCacheConfig& cache, const ForwardPassFactory& forward_pass) {
   SpecSetup out;
   if (s.draft.empty()) return out;
-  if (s.draft == "ngram" || s.draft == "suffix") {
+  if (lookup_drafter(s)) {
     check(!s.lookup && !s.no_lookup,
           "--{}draft-lookup goes with a draft model (-d MODEL), not -d {}",
           s.no_lookup ? "no-" : "", s.draft);

@@ -97,8 +97,6 @@ void add_lookup_flags(CLI::App* cmd, SpecCliOptions& s);
 // The lookups in front of the draft model that the options ask for: None
 // without a draft model (-d ngram|suffix, or none) or with --no-draft-lookup.
 DraftLookup draft_lookup(const SpecCliOptions& s);
-// Its name as reports give it: "none", "ngram" or "suffix".
-const char* draft_lookup_name(DraftLookup lookup);
 // Draft length options from -k; throws tandem::Error for K < 1 or a bad value.
 SpecOptions spec_options(const SpecCliOptions& s);
 

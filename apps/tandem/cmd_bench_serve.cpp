@@ -414,11 +414,11 @@ void run_bench_serve(const Opts& o) {
   auto target = load_model(o.model);
   auto prompts = load_prompt_set(*target, o.prompts);
   ThreadPool pool(o.threads);
+  const char* lookup = draft_lookup_name(draft_lookup(spec));  // in front of a draft model
   fmt::print(
       "target {}\ndraft  {} (k={}, lookups first: {})\nprompts {} ({}), {} tokens per request, "
       "{} threads, {}; engine in process (no HTTP)\n\n",
-      target->path(), spec.draft, spec.k, draft_lookup_name(draft_lookup(spec)), o.prompts,
-      prompts.size(), o.n, pool.size(),
+      target->path(), spec.draft, spec.k, lookup, o.prompts, prompts.size(), o.n, pool.size(),
       o.sampling.greedy() ? "greedy" : fmt::format("temperature {}", o.sampling.temperature));
   fmt::print("{:>6} {:>5} {:>5} {:>7} {:>8} {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} {:>7}\n", "mode",
              "conc", "reqs", "tokens", "tok/s", "ttft p50", "ttft p99", "itl p50", "itl p99",
@@ -499,7 +499,7 @@ void run_bench_serve(const Opts& o) {
   out["model"] = target->path();
   out["draft"] = spec.draft;
   out["k"] = spec.k == "auto" ? nlohmann::json("auto") : nlohmann::json(spec_options(spec).k);
-  out["lookup"] = draft_lookup_name(draft_lookup(spec));  // in front of a draft model
+  out["lookup"] = lookup;
   out["tree_extra"] = spec.tree;
   out["prompts"] = o.prompts;
   out["max_tokens"] = o.n;

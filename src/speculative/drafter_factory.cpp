@@ -42,4 +42,16 @@ std::unique_ptr<Drafter> make_model_drafter(const Model& draft, const Model& tar
   return model;
 }
 
+const char* draft_lookup_name(DraftLookup lookup) {
+  switch (lookup) {
+    case DraftLookup::Ngram:
+      return "ngram";
+    case DraftLookup::Suffix:
+      return "suffix";
+    case DraftLookup::None:
+      break;
+  }
+  return "none";
+}
+
 }  // namespace tandem

@@ -25,6 +25,8 @@ std::unique_ptr<Drafter> make_suffix_drafter(int tree, size_t budget_tokens = kD
 // (lookup_first_drafter.h): none, the request's own text, or that and the
 // suffix index of recent requests.
 enum class DraftLookup { None, Ngram, Suffix };
+// Its name as options and reports give it: "none", "ngram" or "suffix".
+const char* draft_lookup_name(DraftLookup lookup);
 
 // A draft model for `target` (model_drafter.h), its KV cache configured as
 // `cache` (the engine's: engine_cache_config). vocab_limit: the draft proposes

@@ -386,14 +386,16 @@ TEST(QuantizedActivations, ChunkLayoutScalesSumsAndPadding) {
   }
 }
 
-// Q4_K and Q6_K in the packed 16-row layout (packed_layout.h), where this machine's
-// kernel reads it: the same checks as the file layout (reference bound, tight
-// match, batch invariance bit for bit), plus row ranges and the shapes that stay
-// unpacked.
+// The packed 16-row layout (packed_layout.h), where this machine's kernel reads
+// it: the same checks as the file layout (reference bound, tight match, batch
+// invariance bit for bit), plus row ranges, the shapes that stay unpacked, and
+// every other target with a packed kernel (AVX2 on an AVX-512 machine) computing
+// the same bits: a lane is a weight row there, whatever the vector width.
 class PackedMatmul : public ::testing::TestWithParam<DType> {};
 
 TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
-  if (!kernels::cpu::packed_kernel_available()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  if (!kernels::cpu::packed_kernel_available())
+    GTEST_SKIP() << "neither AVX-512 VNNI nor AVX2 here";
   const DType t = GetParam();
   // Three panels of three super-blocks, or of nine legacy records (K = 576 ends
   // in a partial 256-element activation chunk).
@@ -416,6 +418,14 @@ TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
       ASSERT_NEAR(all[m * N + n], ref[m * N + n], tolerance(t, &W.deq[n * K], &x[m * K], K))
           << dtype_name(t) << " row " << m << " column " << n;
   expect_tight_match(W, t, x, M, K, all, "packed");
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (!kernels::cpu::packed_kernel_available(target)) continue;
+    std::vector<float> other(M * N);
+    simd(pool2, target)->matmul(view, x.data(), M, other.data());
+    ASSERT_EQ(0, std::memcmp(other.data(), all.data(), all.size() * sizeof(float)))
+        << dtype_name(t) << ": " << hwy::TargetName(target) << " differs from "
+        << kernels::cpu::simd_target_name();
+  }
 
   auto expect_rows = [&](const float* got, int first, int count, const std::string& what) {
     for (int m = 0; m < count; ++m)

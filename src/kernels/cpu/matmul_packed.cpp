@@ -1,7 +1,7 @@
 // Matmul of Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 weights in the packed 16-row
 // layout (packed_layout.h) against int8 activations (one scale per 256 elements
-// for the K-quants, per 32 for the others), AVX-512 VNNI only (other targets
-// read the file layout: matmul_kquant.cpp, matmul_legacy.cpp).
+// for the K-quants, per 32 for the others), on AVX-512 VNNI and on AVX2 (other
+// targets read the file layout: matmul_kquant.cpp, matmul_legacy.cpp).
 //
 // A panel of 16 weight rows meets up to kMaxTile activation rows at a time. Its
 // codes are unpacked once per record into registers and applied to every
@@ -11,6 +11,12 @@
 // integer chain; its float scale, and Q4_K's min, are applied once per group.
 // Every activation row runs the same instructions whatever the tile, so results
 // do not depend on which rows share a call (batch invariance).
+//
+// AVX2's vectors hold 8 lanes: a panel is taken as two parts of 8 rows, one
+// after the other, the second reading the panel from cache (docs/decisions.md,
+// "AVX2 in the packed layout"). A lane's arithmetic is the same on both targets
+// (integer sums, then the same float steps per row), so AVX2 computes bit for
+// bit what AVX3_DL does.
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -32,12 +38,18 @@ HWY_BEFORE_NAMESPACE();
 namespace tandem::kernels::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if HWY_TARGET == HWY_AVX3_DL
-// Highway ops only: the raw intrinsics this file needs (vpdpbusd, prefetcht1)
-// are the shared helpers of simd_dot-inl.h.
-constexpr int kMaxTile = 8;  // activation rows per tile: 3 accumulators each, 32 registers
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// Highway ops only: the raw intrinsics this file needs (vpdpbusd, vpmaddubsw,
+// prefetcht1) are the shared helpers of simd_dot-inl.h.
+//
+// Activation rows per tile: 3 accumulators each, in 32 registers (AVX3_DL) or 16
+// (AVX2).
+constexpr int kMaxTile = HWY_TARGET == HWY_AVX2 ? 4 : 8;
+constexpr int kLanes = HWY_MAX_BYTES / 4;    // weight rows per vector: 16, or 8 on AVX2
+constexpr int kParts = kPanelRows / kLanes;  // vectors per panel row: 1, or 2 on AVX2
+constexpr int kPartBytes = HWY_MAX_BYTES;    // a part's bytes of a 64-byte code vector
 
-using DU8 = hn::ScalableTag<uint8_t>;  // 512 bits on AVX3_DL
+using DU8 = hn::ScalableTag<uint8_t>;  // 512 bits on AVX3_DL, 256 on AVX2
 using DI8 = hn::ScalableTag<int8_t>;
 using DU16 = hn::ScalableTag<uint16_t>;
 using DI32 = hn::ScalableTag<int32_t>;
@@ -73,15 +85,18 @@ HWY_INLINE hn::Vec<DI8> Step(const int8_t* q, int offset) {
   return hn::BitCast(DI8(), hn::Set(DI32(), v));
 }
 
-// acc + the u8 x i8 products of each dword's four bytes (vpdpbusd).
-HWY_INLINE VI32 Dot(VI32 acc, VU8 w, hn::Vec<DI8> x) { return DotU8S8(DU8(), acc, w, x); }
+// acc + the u8 x i8 products of each dword's four bytes (vpdpbusd), for codes up
+// to 128 (every type but Q8_0: DotU8S8Small's condition).
+HWY_INLINE VI32 Dot(VI32 acc, VU8 w, hn::Vec<DI8> x) { return DotU8S8Small(DU8(), acc, w, x); }
+// The same for any codes (Q8_0's reach 255).
+HWY_INLINE VI32 DotWide(VI32 acc, VU8 w, hn::Vec<DI8> x) { return DotU8S8(DU8(), acc, w, x); }
 
 HWY_INLINE VF HalvesToFloats(const uint8_t* p) {
   const hn::Rebind<hwy::float16_t, DF> df16;
   return hn::PromoteTo(DF(), hn::Load(df16, reinterpret_cast<const hwy::float16_t*>(p)));
 }
 
-// 16 bytes at p (16-byte aligned) widened to floats.
+// A vector's lanes' worth of bytes at p (aligned to that size) widened to floats.
 HWY_INLINE VF U8ToFloats(const uint8_t* p) {
   const DI32 di32;
   return hn::ConvertTo(DF(), hn::PromoteTo(di32, hn::Load(hn::Rebind<uint8_t, DI32>(), p)));
@@ -119,12 +134,32 @@ struct TileActs {
   }
 };
 
-// Q4_K: one panel, super-blocks [0, nsb), activation rows m0..m0+R-1. In the
+// Where part `p` of a panel's rows (rows kLanes p .. kLanes p + kLanes - 1) finds
+// its share of a record's arrays, relative to the array's start: in each 64-byte
+// vector of codes, among the per-row bytes (scales), among the per-row halves.
+struct PartAt {
+  int codes, bytes, halves;
+  explicit PartAt(int p) : codes(kPartBytes * p), bytes(kLanes * p), halves(2 * kLanes * p) {}
+};
+
+// Records [begin, end) of a panel. A span that starts the panel starts the sums
+// of its output columns from zero; a later one goes on from the sums the span
+// before it left in y, so that the float steps come in the same order however
+// the panel is cut.
+struct Records {
+  int64_t begin, end;
+  HWY_INLINE VF Start(DF df, const float* y) const {
+    return begin == 0 ? hn::Zero(df) : hn::LoadU(df, y);
+  }
+};
+
+// Q4_K: super-blocks [span.begin, span.end) of one panel, activation rows
+// m0..m0+R-1. In the
 // activations' chunk layout (activations.h) elements 4t..4t+3 sit at byte
 // 64 (t % 4) + 4 (t / 4): step i of sub-block s is at 64i + 8s, of its upper
 // half at 64i + 8s + 4.
 template <int R>
-HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
+HWY_NOINLINE void PanelQ4K(const uint8_t* panel, Records span, const TileActs<R>& x, PartAt at,
                            int64_t prefetch, float* y, int64_t ldy) {
   // Short tiles take two chains per row (lower and upper half of a sub-block), so
   // that the dot-product latency is hidden; integer sums, so the split cannot
@@ -136,17 +171,18 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
   const VU8 low4 = hn::Set(du8, 0x0F);
   VF acc[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
+  for (int r = 0; r < R; ++r) acc[r] = span.Start(df, y + r * ldy);
+  for (int64_t sb = span.begin; sb < span.end; ++sb) {
     const uint8_t* rec = panel + sb * kQ4KRecordBytes;
     const RecordPrefetch<kQ4KRecordBytes, 32> fetch(rec, prefetch);
-    const VF d = HalvesToFloats(rec + 2304), dmin = HalvesToFloats(rec + 2336);
+    const VF d = HalvesToFloats(rec + 2304 + at.halves);
+    const VF dmin = HalvesToFloats(rec + 2336 + at.halves);
     VF f[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) f[r] = hn::Zero(df);
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
-      const uint8_t* sc = rec + 2048 + 32 * s;
+      const uint8_t* sc = rec + 2048 + 32 * s + at.bytes;
       const VF a = hn::Mul(U8ToFloats(sc), d);
       const VF b = hn::Mul(U8ToFloats(sc + 16), dmin);
       VI32 lo_sum[R], hi_sum[R];
@@ -158,7 +194,7 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         fetch.part(4 * s + i);
-        const VU8 v = hn::Load(du8, rec + 64 * (4 * s + i));
+        const VU8 v = hn::Load(du8, rec + 64 * (4 * s + i) + at.codes);
         const VU8 lo = hn::And(v, low4);
         const VU8 hi = hn::And(ShiftRightWords<4>(v), low4);
         const int off = 64 * i + 8 * s;
@@ -197,7 +233,7 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
 // so results are bit-identical. Every loop over the tile's rows is unrolled:
 // one that is not keeps the chains in memory instead of registers.
 template <int R>
-HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>& x,
+HWY_NOINLINE void PanelQ6K(const uint8_t* panel, Records span, const TileActs<R>& x, PartAt at,
                            int64_t prefetch, float* y, int64_t ldy) {
   constexpr bool kPairs = R < 4;
   const DU8 du8;
@@ -206,19 +242,19 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, int64_t nsb, const TileActs<R>&
   const VU8 low4 = hn::Set(du8, 0x0F), bits45 = hn::Set(du8, 0x30);
   VF acc[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-  for (int64_t sb = 0; sb < nsb; ++sb) {
+  for (int r = 0; r < R; ++r) acc[r] = span.Start(df, y + r * ldy);
+  for (int64_t sb = span.begin; sb < span.end; ++sb) {
     const uint8_t* rec = panel + sb * kQ6KRecordBytes;
     const RecordPrefetch<kQ6KRecordBytes, 32> fetch(rec, prefetch);
-    const VF d = HalvesToFloats(rec + 3328);
+    const VF d = HalvesToFloats(rec + 3328 + at.halves);
     auto scale = [&](int g) __attribute__((always_inline)) {
-      return hn::Mul(I8ToFloats(rec + 3072 + 16 * g), d);
+      return hn::Mul(I8ToFloats(rec + 3072 + 16 * g + at.bytes), d);
     };
     // Codes of group 2h + j, step i: (high bits & 0x30) | low nibble. Bits
     // 2k..2k+1 of hv go to bits 4..5, k = (2h + j) % 4.
     auto codes = [&](int h, int j, int i) __attribute__((always_inline)) {
-      const VU8 v = hn::Load(du8, rec + 64 * (4 * h + i));
-      const VU8 hv = hn::Load(du8, rec + 2048 + 64 * (4 * (h / 2) + i));
+      const VU8 v = hn::Load(du8, rec + 64 * (4 * h + i) + at.codes);
+      const VU8 hv = hn::Load(du8, rec + 2048 + 64 * (4 * (h / 2) + i) + at.codes);
       if (j == 0)
         return hn::OrAnd(hn::And(v, low4), h % 2 == 0 ? ShiftLeftWords<4>(hv) : hv, bits45);
       return hn::OrAnd(hn::And(ShiftRightWords<4>(v), low4),
@@ -320,7 +356,7 @@ HWY_INLINE VU8 BitTo4(VU8 v) {
 }
 
 template <int R, DType T>
-HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const TileActs<R>& x,
+HWY_NOINLINE void PanelLegacy(const uint8_t* panel, Records span, const TileActs<R>& x, PartAt at,
                               int64_t prefetch, float* y, int64_t ldy) {
   using Rec = LegacyRecord<T>;
   const DU8 du8;
@@ -329,8 +365,8 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
   const VU8 low4 = hn::Set(du8, 0x0F), bit4 = hn::Set(du8, 0x10);
   VF acc[R];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = hn::Zero(df);
-  for (int64_t rec_index = 0; rec_index < n_records; ++rec_index) {
+  for (int r = 0; r < R; ++r) acc[r] = span.Start(df, y + r * ldy);
+  for (int64_t rec_index = span.begin; rec_index < span.end; ++rec_index) {
     const uint8_t* rec = panel + rec_index * Rec::kBytes;
     const RecordPrefetch<Rec::kBytes, 2> fetch(rec, prefetch);
 #pragma GCC unroll 2
@@ -338,7 +374,7 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
       fetch.part(h);
       const int64_t b = 2 * rec_index + h;
       const int64_t chunk = (b / 8) * 256;
-      const int at = 8 * static_cast<int>(b % 8);
+      const int in = 8 * static_cast<int>(b % 8);  // the block's bytes in its chunk
       VI32 sum[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
@@ -346,16 +382,16 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
       if constexpr (T == DType::Q8_0) {
 #pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
-          const VU8 w = hn::Load(du8, rec + 64 * (8 * h + i));
+          const VU8 w = hn::Load(du8, rec + 64 * (8 * h + i) + at.codes);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r)
-            sum[r] = Dot(sum[r], w, Step(x.q[r] + chunk, 64 * (i % 4) + at + 4 * (i / 4)));
+            sum[r] = DotWide(sum[r], w, Step(x.q[r] + chunk, 64 * (i % 4) + in + 4 * (i / 4)));
         }
       } else {
         VU8 high = hn::Zero(du8);
-        if constexpr (T == DType::Q5_0) high = hn::Load(du8, rec + Rec::kHigh + 64 * h);
+        if constexpr (T == DType::Q5_0) high = hn::Load(du8, rec + Rec::kHigh + 64 * h + at.codes);
         auto codes = [&](int v, VU8& lo, VU8& hi) __attribute__((always_inline)) {
-          const VU8 packed = hn::Load(du8, rec + 64 * (4 * h + v));
+          const VU8 packed = hn::Load(du8, rec + 64 * (4 * h + v) + at.codes);
           lo = hn::And(packed, low4);
           hi = hn::And(ShiftRightWords<4>(packed), low4);
           if constexpr (T == DType::Q5_0) {  // (high bit moved to bit 4 & 0x10) | code
@@ -384,14 +420,14 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
           codes(v, lo, hi);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            sum[r] = Dot(sum[r], lo, Step(x.q[r] + chunk, 64 * v + at));
-            sum[r] = Dot(sum[r], hi, Step(x.q[r] + chunk, 64 * v + at + 4));
+            sum[r] = Dot(sum[r], lo, Step(x.q[r] + chunk, 64 * v + in));
+            sum[r] = Dot(sum[r], hi, Step(x.q[r] + chunk, 64 * v + in + 4));
           }
         }
       }
-      const VF d = HalvesToFloats(rec + Rec::kD + 32 * h);
+      const VF d = HalvesToFloats(rec + Rec::kD + 32 * h + at.halves);
       VF m = hn::Zero(df);
-      if constexpr (T == DType::Q4_1) m = HalvesToFloats(rec + Rec::kM + 32 * h);
+      if constexpr (T == DType::Q4_1) m = HalvesToFloats(rec + Rec::kM + 32 * h + at.halves);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const float da = x.gd[r][2 * b];
@@ -405,24 +441,62 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, int64_t n_records, const Til
   for (int r = 0; r < R; ++r) hn::StoreU(acc[r], df, y + r * ldy);
 }
 
+// With two parts (AVX2), a tile of one or two rows takes the panel span by span
+// (about kSpanBytes of records), each span through both parts before the next:
+// the second part reads the span from L1, and the first part of the next span
+// keeps the stream from memory going, where whole panels part by part would
+// leave it idle during each panel's second part. Longer tiles compute long
+// enough per record to hide that, and run faster on whole panels
+// (docs/decisions.md, "AVX2 in the packed layout"). Only the first part
+// prefetches.
+constexpr int64_t kSpanBytes = 4096;
+
+template <int R>
+HWY_INLINE void PanelPart(DType type, const uint8_t* panel, Records span, const TileActs<R>& acts,
+                          PartAt at, int64_t prefetch, float* y, int64_t ldy) {
+  switch (type) {
+    case DType::Q4_K:
+      return PanelQ4K<R>(panel, span, acts, at, prefetch, y, ldy);
+    case DType::Q6_K:
+      return PanelQ6K<R>(panel, span, acts, at, prefetch, y, ldy);
+    case DType::Q4_0:
+      return PanelLegacy<R, DType::Q4_0>(panel, span, acts, at, prefetch, y, ldy);
+    case DType::Q4_1:
+      return PanelLegacy<R, DType::Q4_1>(panel, span, acts, at, prefetch, y, ldy);
+    case DType::Q5_0:
+      return PanelLegacy<R, DType::Q5_0>(panel, span, acts, at, prefetch, y, ldy);
+    default:
+      return PanelLegacy<R, DType::Q8_0>(panel, span, acts, at, prefetch, y, ldy);
+  }
+}
+
+// One tile of R activation rows against a panel of `records` records; output
+// columns of part p start at y + kLanes p.
 template <int R>
 HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, const QActs& x, int m0,
                           int64_t prefetch, float* y, int64_t ldy) {
   const TileActs<R> acts(x, m0);
-  switch (type) {
-    case DType::Q4_K:
-      return PanelQ4K<R>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q6_K:
-      return PanelQ6K<R>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q4_0:
-      return PanelLegacy<R, DType::Q4_0>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q4_1:
-      return PanelLegacy<R, DType::Q4_1>(panel, records, acts, prefetch, y, ldy);
-    case DType::Q5_0:
-      return PanelLegacy<R, DType::Q5_0>(panel, records, acts, prefetch, y, ldy);
-    default:
-      return PanelLegacy<R, DType::Q8_0>(panel, records, acts, prefetch, y, ldy);
+  const int64_t step =
+      kParts == 1 || R > 2
+          ? records
+          : std::max<int64_t>(1, kSpanBytes / static_cast<int64_t>(packed_record_bytes(type)));
+  for (int64_t begin = 0; begin < records; begin += step) {
+    const Records span{begin, std::min(records, begin + step)};
+    for (int p = 0; p < kParts; ++p) {
+      const PartAt at(p);
+      PanelPart<R>(type, panel, span, acts, at, p == 0 ? prefetch : 0, y + at.bytes, ldy);
+    }
   }
+}
+
+// Tiles of 1..kMaxTile rows (a compile-time R each).
+template <int R = kMaxTile>
+HWY_INLINE void TileOf(int rows, DType type, const uint8_t* panel, int64_t records, const QActs& x,
+                       int m0, int64_t prefetch, float* y, int64_t ldy) {
+  if constexpr (R > 1) {
+    if (rows < R) return TileOf<R - 1>(rows, type, panel, records, x, m0, prefetch, y, ldy);
+  }
+  PanelTile<R>(type, panel, records, x, m0, prefetch, y, ldy);
 }
 
 // Panels of columns [n0, n1); every tile of activation rows takes a panel in turn
@@ -439,33 +513,7 @@ void PackedChunk(const MatmulChunk& c) {
     for (int m = c.m0; m < c.m1; m += kMaxTile) {
       const int rows = std::min(kMaxTile, c.m1 - m);
       const int64_t ahead = m == c.m0 ? prefetch : 0;
-      float* y = c.y + m * c.ldy + n;
-      switch (rows) {
-        case 1:
-          PanelTile<1>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-        case 2:
-          PanelTile<2>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-        case 3:
-          PanelTile<3>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-        case 4:
-          PanelTile<4>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-        case 5:
-          PanelTile<5>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-        case 6:
-          PanelTile<6>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-        case 7:
-          PanelTile<7>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-        default:
-          PanelTile<8>(c.type, panel, nsb, *c.acts, m, ahead, y, c.ldy);
-          break;
-      }
+      TileOf(rows, c.type, panel, nsb, *c.acts, m, ahead, c.y + m * c.ldy + n, c.ldy);
     }
   }
 }
@@ -474,7 +522,7 @@ bool PackedAvailable() { return true; }
 #else
 void PackedChunk(const MatmulChunk&) {}  // never called: PackedAvailable() is false
 bool PackedAvailable() { return false; }
-#endif  // HWY_TARGET == HWY_AVX3_DL
+#endif  // HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
 
 }  // namespace tandem::kernels::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

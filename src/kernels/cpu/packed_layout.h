@@ -1,6 +1,6 @@
 // The packed layout of the Q4_K, Q6_K, Q4_0, Q4_1, Q5_0 and Q8_0 weights: 16 rows
 // interleaved, made once
-// at load (pack_weights.cpp) for the AVX-512 VNNI matmul (matmul_packed.cpp).
+// at load (pack_weights.cpp) for the AVX-512 VNNI and AVX2 matmul (matmul_packed.cpp).
 //
 // Why. The file's layout keeps each weight row contiguous, so a vpdpbusd covers
 // 64 weights of one row and its 16 lanes are 16 different scale groups: every
@@ -106,7 +106,7 @@ void pack_panels(DType type, const uint8_t* w, size_t row_bytes, int64_t K, int6
 AlignedVector<uint8_t> pack_matrix(const TensorView& W, int64_t target, ThreadPool& pool);
 
 // Whether the matmul of `target` (0: this CPU's best) uses the packed layout
-// (AVX-512 VNNI).
+// (AVX-512 VNNI, AVX2).
 bool packed_kernel_available(int64_t target = 0);
 
 }  // namespace tandem::kernels::cpu

@@ -1,9 +1,29 @@
 #include "engine/async_engine.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+#include <chrono>
 #include <cstdio>
 #include <exception>
 
 namespace tandem {
+
+namespace {
+
+// Hands the heap memory that requests freed back to the system. glibc keeps
+// freed chunks in the arena of the thread that freed them, and a server's many
+// HTTP threads each keep their own: in the 5-minute soak the resident
+// anonymous memory grew 7-13 MB a minute while heaptrack saw under 4 MB of heap
+// in use, and one malloc_trim gave back 30 MB (docs/reliability.md).
+void release_freed_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+}  // namespace
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine, int max_queue)
     : engine_(std::move(engine)), max_queue_(max_queue) {
@@ -48,6 +68,11 @@ void AsyncEngine::shutdown(bool drain) {
 }
 
 void AsyncEngine::loop() {
+  // Freed memory goes back when the engine turns idle, at most once a second:
+  // off the steps' path, and bounded under a load that idles after each request.
+  using Clock = std::chrono::steady_clock;
+  bool was_busy = false;
+  Clock::time_point last_release{};
   for (;;) {
     std::vector<std::pair<int, Request>> inbox;
     std::vector<int> cancels;
@@ -89,6 +114,12 @@ void AsyncEngine::loop() {
       std::fprintf(stderr, "engine error: %s\n", e.what());
       engine_->abort_all(FinishReason::Error);
     }
+    const bool busy = !engine_->idle();
+    if (was_busy && !busy && Clock::now() - last_release >= std::chrono::seconds(1)) {
+      release_freed_memory();
+      last_release = Clock::now();
+    }
+    was_busy = busy;
     std::lock_guard<std::mutex> lock(mu_);
     metrics_ = engine_->metrics();
     metrics_.queued += static_cast<int>(inbox_.size());

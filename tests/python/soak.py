@@ -11,14 +11,20 @@ preemption. Workers (threads, each with its own seeded choices) send:
   options or schemas, an unknown model, a body over the limit, a prompt over the
   context, an unknown path): each must get its 4xx error object.
 Every --pause-every seconds the load stops until the server is idle, and the
-KV blocks in use must be back to 0. The server's RSS is sampled every 2 s; the
-slope after warm-up is fitted by least squares.
+KV blocks in use must be back to 0. The server's resident memory is sampled
+every 2 s and at each idle pause. What is judged is the slope, fitted by least
+squares, of its anonymous part (RssAnon: heap, stacks, the KV cache and packed
+weights, where a leak grows) at the idle pauses after warm-up: idle, the server
+holds no request's memory and has handed freed heap back (malloc_trim when the
+engine turns idle), so a leak is what is left to grow there. The slopes under
+load and of the file-backed part (RssFile, the model's memory map) are
+reported beside it.
 
 Pass: the server never crashes and exits 0 on SIGTERM, no request fails
 unexpectedly (5xx, a dropped connection, a wrong status), every greedy response
 equals its solo run, KV blocks return to 0 at each pause and at the end,
-preemptions happened, and the RSS slope after warm-up stays under
---max-rss-slope MB/min. Figures (requests by kind, errors by kind, latency
+preemptions happened, and the idle anonymous RSS slope after warm-up stays
+under --max-rss-slope MB/min. Figures (requests by kind, errors by kind, latency
 percentiles, RSS) are printed and, with --json, written to a file.
 
   soak.py [--minutes 30] [--workers 8] [--threads 2] [--json OUT] [--seed 1]"""
@@ -290,11 +296,14 @@ class Soak:
         conn.close()
         return parse_metrics(text)
 
-    def rss_mb(self):
+    def memory_mb(self):
+        """The server's resident memory in MB: (VmRSS, RssAnon, RssFile)."""
+        fields = {}
         for line in Path(f"/proc/{self.srv.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile"):
+                fields[name] = int(value.split()[0]) / 1024
+        return tuple(fields.get(k, float("nan")) for k in ("VmRSS", "RssAnon", "RssFile"))
 
     def pause_and_check_idle(self, label):
         """Stop the workers, wait for the server to be idle, check the KV blocks."""
@@ -332,20 +341,21 @@ class Soak:
             if self.srv.proc.poll() is not None:
                 self.stats.error("server_crash", f"exit code {self.srv.proc.returncode}")
                 break
-            rss.append((time.time() - t_start, self.rss_mb()))
+            rss.append((time.time() - t_start, *self.memory_mb()))
             if time.time() >= next_pause and time.time() < end - args.pause_every / 2:
                 ok, _ = self.pause_and_check_idle(f"pause {pauses + 1}")
-                idle_rss.append((time.time() - t_start, self.rss_mb()))
+                idle_rss.append((time.time() - t_start, *self.memory_mb()))
                 pauses += 1
                 print(f"[{(time.time() - t_start) / 60:5.1f} min] pause {pauses}: KV blocks "
-                      f"{'free' if ok else 'NOT FREE'}, RSS {idle_rss[-1][1]:.1f} MB, "
+                      f"{'free' if ok else 'NOT FREE'}, RSS {idle_rss[-1][1]:.1f} MB "
+                      f"(anonymous {idle_rss[-1][2]:.1f}, file {idle_rss[-1][3]:.1f}), "
                       f"served {sum(self.stats.served.values())}", flush=True)
                 with self.in_flight_lock:
                     self.running.set()
                     self.in_flight_lock.notify_all()
                 next_pause = time.time() + args.pause_every
         ok, m = self.pause_and_check_idle("end")
-        idle_rss.append((time.time() - t_start, self.rss_mb()))
+        idle_rss.append((time.time() - t_start, *self.memory_mb()))
         self.stop.set()
         for t in threads:
             t.join(60)
@@ -353,9 +363,13 @@ class Soak:
 
     def report(self, t_start, rss, idle_rss, pauses, m):
         args, st = self.args, self.stats
-        warm = [(t, v) for t, v in rss if t >= args.warmup_minutes * 60]
-        slope = fit_slope(warm) * 60 if len(warm) >= 3 else float("nan")
-        idle_slope = fit_slope(idle_rss[1:]) * 60 if len(idle_rss) >= 4 else float("nan")
+        # Samples are (t, VmRSS, RssAnon, RssFile); column c's slope in MB/min.
+        def slope_of(samples, c):
+            points = [(s[0], s[c]) for s in samples]
+            return fit_slope(points) * 60 if len(points) >= 3 else float("nan")
+        warm = [s for s in rss if s[0] >= args.warmup_minutes * 60]
+        idle_warm = [s for s in idle_rss if s[0] >= args.warmup_minutes * 60]
+        slope = slope_of(idle_warm, 2)  # the judged one
         lat = {k: percentiles(v) for k, v in st.latency.items()}
         all_lat = [x for v in st.latency.values() for x in v]
         code = self.srv.stop()
@@ -366,9 +380,18 @@ class Soak:
             "unexpected_errors_by_kind": st.errors,
             "greedy_mismatches": len(st.mismatches),
             "rss_mb_start": rss[0][1] if rss else None, "rss_mb_end": rss[-1][1] if rss else None,
-            "rss_slope_mb_per_min_after_warmup": slope,
-            "idle_rss_mb": [round(v, 1) for _, v in idle_rss],
-            "idle_rss_slope_mb_per_min": idle_slope,
+            "anon_rss_mb_start": rss[0][2] if rss else None,
+            "anon_rss_mb_end": rss[-1][2] if rss else None,
+            "file_rss_mb_start": rss[0][3] if rss else None,
+            "file_rss_mb_end": rss[-1][3] if rss else None,
+            "warmup_minutes": args.warmup_minutes,
+            "idle_minutes": [round(s[0] / 60, 2) for s in idle_rss],
+            "idle_rss_mb": [round(s[1], 1) for s in idle_rss],
+            "idle_anon_rss_mb": [round(s[2], 1) for s in idle_rss],
+            "idle_anon_rss_slope_mb_per_min_after_warmup": slope,
+            "anon_rss_slope_under_load_mb_per_min_after_warmup": slope_of(warm, 2),
+            "rss_slope_under_load_mb_per_min_after_warmup": slope_of(warm, 1),
+            "file_rss_slope_under_load_mb_per_min_after_warmup": slope_of(warm, 3),
             "latency_s_all": percentiles(all_lat), "latency_s_by_kind": lat,
             "ttft_s_streams": percentiles(st.ttft),
             "preemptions": preemptions, "pauses_with_kv_checked": pauses + 1,
@@ -392,13 +415,19 @@ class Soak:
             failures.append(f"server exit code {code}")
         if preemptions <= 0:
             failures.append("no preemption happened")
-        if not (abs(slope) <= args.max_rss_slope):
-            failures.append(f"RSS slope {slope:.2f} MB/min over {args.max_rss_slope}")
+        if len(idle_warm) < 3:
+            failures.append(f"{len(idle_warm)} idle pauses after the {args.warmup_minutes}-minute "
+                            "warm-up: too few to judge the memory slope (run longer, or pause "
+                            "more often)")
+        elif not (abs(slope) <= args.max_rss_slope):
+            failures.append(f"idle anonymous RSS slope {slope:.2f} MB/min over "
+                            f"{args.max_rss_slope}")
         if failures:
             print("SOAK FAILED: " + "; ".join(failures))
             return 1
         print(f"soak passed: {figures['requests_served']} requests in {args.minutes} min, "
-              f"RSS slope {slope:+.2f} MB/min, p99 {figures['latency_s_all']['p99']:.2f} s")
+              f"idle anonymous RSS slope {slope:+.2f} MB/min, "
+              f"p99 {figures['latency_s_all']['p99']:.2f} s")
         return 0
 
 
@@ -437,7 +466,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pause-every", type=float, default=120, help="seconds between idle checks")
     ap.add_argument("--warmup-minutes", type=float, default=None,
-                    help="RSS samples before this are left out of the slope "
+                    help="memory samples before this are left out of the slopes "
                          "(default: a fifth of the run, at least a minute)")
     ap.add_argument("--max-rss-slope", type=float, default=1.0, help="MB per minute")
     ap.add_argument("--json", help="write the figures here")

@@ -42,7 +42,7 @@ sanitize: setup models
 
 # The concurrent parts (engine thread, async front, HTTP threads, thread pool)
 # under ThreadSanitizer: their unit tests, the server tests (structured outputs
-# and the web page's stream included) and 3 minutes of the soak test (its RSS slope is not judged: TSan's own memory grows), in
+# and the web page's stream included) and 3 minutes of the soak test (its heap slope is not judged: TSan's allocator hides the heap), in
 # build-tsan/. A race report fails the run (halt_on_error).
 TSAN_TESTS := ThreadPool|AsyncEngine|^Engine\.|SpeculativeEngine\.Batched|ServerPlumbing|py_test_server|py_test_structured_outputs|py_test_web_page
 tsan: setup models
@@ -51,7 +51,7 @@ tsan: setup models
 	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" TANDEM_CACHE=$(CACHE) \
 	  TANDEM_PYTHON=$(PY) ctest --output-on-failure -j 2 --timeout 1800 -R '$(TSAN_TESTS)'
 	@TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" TANDEM_BIN=build-tsan/tandem \
-	  TANDEM_CACHE=$(CACHE) $(PY) tests/python/soak.py --minutes 3 --pause-every 60 --max-rss-slope 1e9
+	  TANDEM_CACHE=$(CACHE) $(PY) tests/python/soak.py --minutes 3 --pause-every 60 --max-heap-slope 1e9
 
 # Every fuzz target under libFuzzer (clang, ASan + UBSan) for FUZZ_SECONDS each.
 fuzz: setup models

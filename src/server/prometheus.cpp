@@ -107,6 +107,10 @@ std::string render_prometheus(const EngineMetrics& m, const ServerCounters& s, b
            1);
   w.single("tandem_http_requests_in_flight", "gauge", "Generation requests being served over HTTP",
            static_cast<double>(s.http_in_flight));
+  if (s.heap_bytes_in_use >= 0)
+    w.single("tandem_heap_bytes_in_use", "gauge",
+             "Bytes malloc has handed out and not had back (glibc mallinfo2)",
+             static_cast<double>(s.heap_bytes_in_use));
 
   struct Cache {
     const char* name;

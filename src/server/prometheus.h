@@ -17,6 +17,7 @@ struct ServerCounters {
   std::map<std::string, uint64_t> rejected;
   uint64_t client_disconnects = 0;  // requests cancelled because their client went away
   int64_t http_in_flight = 0;       // generation requests an HTTP handler is serving
+  int64_t heap_bytes_in_use = -1;   // heap_usage.h, read at the scrape; -1: unknown
 };
 
 // What /metrics names besides tandem's own.

@@ -8,7 +8,9 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <vector>
 
+#include "server/heap_usage.h"
 #include "server/prometheus.h"
 
 using namespace tandem;
@@ -126,6 +128,26 @@ TEST(ServerPrometheus, ValuesAndFormat) {
 
 // --metrics-compat vllm: the names the inference gateway's endpoint picker reads
 // (its model-server protocol), with the same values and types as tandem's own.
+// The heap gauge appears where the C library reports it (glibc: a live process
+// always has some heap in use), and not at all where it does not.
+TEST(ServerPrometheus, HeapBytesInUseOnlyWhereKnown) {
+  ServerCounters s;
+  EXPECT_EQ(parse(render_prometheus(sample_metrics(), s, true)).count("tandem_heap_bytes_in_use"),
+            0u);
+  s.heap_bytes_in_use = heap_bytes_in_use();
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  ASSERT_GT(s.heap_bytes_in_use, 0);
+#endif
+  if (s.heap_bytes_in_use < 0) GTEST_SKIP() << "the heap in use is not known in this build";
+  const std::vector<char> more(1 << 20, 1);  // a megabyte more in use
+  const int64_t with_more = heap_bytes_in_use();
+  EXPECT_GE(with_more - s.heap_bytes_in_use, int64_t{1} << 20);
+  EXPECT_EQ(more[12345], 1);  // (keeps the allocation)
+  s.heap_bytes_in_use = with_more;
+  EXPECT_EQ(parse(render_prometheus(sample_metrics(), s, true)).at("tandem_heap_bytes_in_use"),
+            static_cast<double>(with_more));
+}
+
 TEST(ServerPrometheus, VllmNamesOfTheModelServerProtocol) {
   MetricsOptions vllm;
   vllm.vllm = true;

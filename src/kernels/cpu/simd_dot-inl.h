@@ -9,7 +9,7 @@
 // are small enough.
 //
 // It also holds, in one block, the raw x86 intrinsics that several kernel files
-// share (vpdpbusd, prefetcht1, vcvtph2ps on a scalar).
+// share (vpdpbusd, vpmaddubsw and vpmaddwd, prefetcht1, vcvtph2ps on a scalar).
 #if defined(TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
 #undef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
@@ -67,7 +67,7 @@ HWY_INLINE hn::Vec256<int16_t> MaddubsPairs(hn::Vec256<uint8_t> u8, hn::Vec256<i
   return hn::Vec256<int16_t>{_mm256_maddubs_epi16(u8.raw, s8.raw)};
 }
 
-// vpmaddwd by ones: i32 lane i = i16 lanes 2i + 2i + 1.
+// vpmaddwd by ones: i32 lane i = the sum of i16 lanes 2i and 2i + 1.
 HWY_INLINE hn::Vec256<int32_t> SumPairsI16(hn::Vec256<int16_t> v) {
   return hn::Vec256<int32_t>{_mm256_madd_epi16(v.raw, _mm256_set1_epi16(1))};
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "model/model.h"
+#include "server/heap_usage.h"
 #include "server/http/server_impl.h"
 #include "server/prometheus.h"
 #include "server/web_page.h"
@@ -78,6 +79,7 @@ void HttpServer::Impl::setup_routes() {
       std::lock_guard<std::mutex> lock(mu);
       c = counters;
     }
+    c.heap_bytes_in_use = heap_bytes_in_use();
     const bool ready = b && std::string(state()) == "ready";
     res.set_content(render_prometheus(m, c, ready, opt.metrics),
                     "text/plain; version=0.0.4; charset=utf-8");

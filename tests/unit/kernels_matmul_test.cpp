@@ -458,6 +458,75 @@ TEST_P(PackedMatmul, MatchesReferenceAndIsBatchInvariant) {
   }
 }
 
+// Every code at its type's largest value, against activations all at +127, all
+// at -127 and alternating: the largest sums the integer chains ever hold. AVX2
+// adds up to WordTerms(max code) pair sums in 16-bit lanes (matmul_packed.cpp):
+// one term too many there wraps a sum by 65536 and misses the reference by far
+// more than its tolerance.
+std::vector<uint8_t> extreme_block(DType t) {
+  std::vector<uint8_t> b(dtype_info(t).type_size, 0xFF);  // codes all ones
+  auto half = [&](size_t at, float v) {
+    const uint16_t h = f32_to_f16(v);
+    std::memcpy(&b[at], &h, 2);
+  };
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:  // Q8_0: 0xFF is -1; make them +127
+      half(0, 0.01f);
+      if (t == DType::Q8_0) std::memset(&b[2], 0x7F, 32);
+      break;
+    case DType::Q4_1:
+      half(0, 0.01f), half(2, 0.0f);
+      break;
+    case DType::Q4_K:  // scales bytes all ones: every scale and min 63
+      half(0, 0.001f), half(2, 0.0f);
+      break;
+    case DType::Q6_K:
+      std::memset(&b[192], 1, 16);  // int8 scales 1
+      half(208, 0.01f);
+      break;
+    default:
+      ADD_FAILURE() << "no extreme block for " << dtype_name(t);
+  }
+  return b;
+}
+
+TEST_P(PackedMatmul, ExtremeCodesFitTheIntegerChains) {
+  if (!kernels::cpu::packed_kernel_available())
+    GTEST_SKIP() << "neither AVX-512 VNNI nor AVX2 here";
+  const DType t = GetParam();
+  const int64_t K = is_k_quant(t) ? 512 : 128, N = 16;
+  const std::vector<uint8_t> block = extreme_block(t);
+  Matrix W;
+  for (int64_t i = 0; i < N * K / dtype_info(t).block_size; ++i)
+    W.bytes.insert(W.bytes.end(), block.begin(), block.end());
+  W.deq.resize(N * K);
+  for (int64_t n = 0; n < N; ++n)
+    dequantize_row(t, W.bytes.data() + n * dtype_row_bytes(t, K), &W.deq[n * K], K);
+  W.view.name = "w";
+  W.view.type = t;
+  W.view.shape = {K, N};
+  W.view.data = W.bytes.data();
+  W.view.nbytes = W.bytes.size();
+  const int M = 3;
+  std::vector<float> x(M * K);
+  for (int64_t k = 0; k < K; ++k)
+    x[k] = 1.0f, x[K + k] = -1.0f, x[2 * K + k] = k % 2 ? 1.0f : -1.0f;
+  ThreadPool pool(1);
+  const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, {}, pool);
+  ASSERT_FALSE(packed.empty());
+  TensorView view = W.view;
+  view.packed = packed.data();
+  std::vector<float> got(M * N), ref(M * N);
+  simd(pool)->matmul(view, x.data(), M, got.data());
+  kernels::ref::matmul(W.view, x.data(), M, ref.data(), pool);
+  for (int m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_NEAR(got[m * N + n], ref[m * N + n], tolerance(t, &W.deq[n * K], &x[m * K], K))
+          << dtype_name(t) << " row " << m << " column " << n;
+}
+
 TEST(PackedMatmulShapes, OnlyWholePanelsOfPackableTypes) {
   ThreadPool pool(1);
   EXPECT_TRUE(kernels::pack_weights(random_matrix(DType::Q4_K, 256, 40, 1).view, {}, pool).empty())

@@ -91,6 +91,53 @@ HWY_INLINE VI32 Dot(VI32 acc, VU8 w, hn::Vec<DI8> x) { return DotU8S8Small(DU8()
 // The same for any codes (Q8_0's reach 255).
 HWY_INLINE VI32 DotWide(VI32 acc, VU8 w, hn::Vec<DI8> x) { return DotU8S8(DU8(), acc, w, x); }
 
+// The integer sum of one scale group's products (Dot's), an i32 lane per weight
+// row, taking product `term` (0, 1, 2, ... in the group's order; a constant
+// once the caller's loops are unrolled). On AVX2 the vpmaddubsw pair sums go
+// into 16-bit lanes, widened by one vpmaddwd every kTerms products and at the
+// end, instead of a vpmaddwd and a vpaddd for each: a third fewer instructions
+// a product, the same integers (docs/decisions.md, "AVX2 in the packed
+// layout"). kTerms = WordTerms(the codes' maximum) keeps every 16-bit sum exact.
+// Elsewhere each product goes straight into 32 bits.
+constexpr int WordTerms(int max_code) { return 32767 / (2 * max_code * 127); }
+
+template <int kTerms>
+class GroupSum {
+  static_assert(kTerms >= 1, "a pair sum of these codes does not fit 16 bits");
+
+ public:
+  GroupSum() : sum_(hn::Zero(DI32())) {}
+  explicit GroupSum(VI32 start) : sum_(start) {}
+  HWY_INLINE void Add(int term, VU8 w, hn::Vec<DI8> x) {
+#if HWY_TARGET == HWY_AVX2
+    const auto pairs = MaddubsPairs(w, x);
+    if (term % kTerms != 0) {
+      words_ = hn::Add(words_, pairs);
+      return;
+    }
+    if (term > 0) Widen();
+    words_ = pairs;
+#else
+    (void)term;
+    sum_ = Dot(sum_, w, x);
+#endif
+  }
+  // The sum, once every product has been added (at least one).
+  HWY_INLINE VI32 Sum() {
+#if HWY_TARGET == HWY_AVX2
+    Widen();
+#endif
+    return sum_;
+  }
+
+ private:
+  VI32 sum_;
+#if HWY_TARGET == HWY_AVX2
+  HWY_INLINE void Widen() { sum_ = hn::Add(sum_, SumPairsI16(words_)); }
+  hn::Vec<hn::ScalableTag<int16_t>> words_;
+#endif
+};
+
 HWY_INLINE VF HalvesToFloats(const uint8_t* p) {
   const hn::Rebind<hwy::float16_t, DF> df16;
   return hn::PromoteTo(DF(), hn::Load(df16, reinterpret_cast<const hwy::float16_t*>(p)));
@@ -185,12 +232,7 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, Records span, const TileActs<R>
       const uint8_t* sc = rec + 2048 + 32 * s + at.bytes;
       const VF a = hn::Mul(U8ToFloats(sc), d);
       const VF b = hn::Mul(U8ToFloats(sc + 16), dmin);
-      VI32 lo_sum[R], hi_sum[R];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        lo_sum[r] = hn::Zero(di32);
-        if constexpr (kSplit) hi_sum[r] = hn::Zero(di32);
-      }
+      GroupSum<WordTerms(15)> lo_sum[R], hi_sum[R];  // a sub-block's 32 products fit
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         fetch.part(4 * s + i);
@@ -201,16 +243,18 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, Records span, const TileActs<R>
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const int64_t base = sb * 256;
-          lo_sum[r] = Dot(lo_sum[r], lo, Step(x.q[r] + base, off));
-          if constexpr (kSplit)
-            hi_sum[r] = Dot(hi_sum[r], hi, Step(x.q[r] + base, off + 4));
-          else
-            lo_sum[r] = Dot(lo_sum[r], hi, Step(x.q[r] + base, off + 4));
+          if constexpr (kSplit) {
+            lo_sum[r].Add(i, lo, Step(x.q[r] + base, off));
+            hi_sum[r].Add(i, hi, Step(x.q[r] + base, off + 4));
+          } else {
+            lo_sum[r].Add(2 * i, lo, Step(x.q[r] + base, off));
+            lo_sum[r].Add(2 * i + 1, hi, Step(x.q[r] + base, off + 4));
+          }
         }
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const VI32 sum = kSplit ? hn::Add(lo_sum[r], hi_sum[r]) : lo_sum[r];
+        const VI32 sum = kSplit ? hn::Add(lo_sum[r].Sum(), hi_sum[r].Sum()) : lo_sum[r].Sum();
         f[r] = hn::MulAdd(hn::ConvertTo(df, sum), a, f[r]);
         f[r] = hn::NegMulAdd(b, hn::Set(df, x.sum32[r][sb * 8 + s]), f[r]);
       }
@@ -240,6 +284,7 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, Records span, const TileActs<R>
   const DI32 di32;
   const DF df;
   const VU8 low4 = hn::Set(du8, 0x0F), bits45 = hn::Set(du8, 0x30);
+  using Q6Sum = GroupSum<WordTerms(63)>;  // codes 0..63 (the offset of 32 is in the start)
   VF acc[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = span.Start(df, y + r * ldy);
@@ -268,11 +313,11 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, Records span, const TileActs<R>
       if constexpr (kPairs) {
         const int g0 = 2 * h, g1 = 2 * h + 1;
         const VF a0 = scale(g0), a1 = scale(g1);
-        VI32 s0[R], s1[R];
+        Q6Sum s0[R], s1[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          s0[r] = hn::Set(di32, x.q6_offset[r][sb * 16 + g0]);
-          s1[r] = hn::Set(di32, x.q6_offset[r][sb * 16 + g1]);
+          s0[r] = Q6Sum(hn::Set(di32, x.q6_offset[r][sb * 16 + g0]));
+          s1[r] = Q6Sum(hn::Set(di32, x.q6_offset[r][sb * 16 + g1]));
         }
 #pragma GCC unroll 4
         for (int i = 0; i < 4; ++i) {
@@ -281,33 +326,32 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, Records span, const TileActs<R>
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
             const int8_t* q = x.q[r] + sb * 256;
-            s0[r] = Dot(s0[r], c0, Step(q, 64 * i + 4 * g0));
-            s1[r] = Dot(s1[r], c1, Step(q, 64 * i + 4 * g1));
+            s0[r].Add(i, c0, Step(q, 64 * i + 4 * g0));
+            s1[r].Add(i, c1, Step(q, 64 * i + 4 * g1));
           }
         }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          f[r] = hn::MulAdd(hn::ConvertTo(df, s0[r]), a0, f[r]);
-          f[r] = hn::MulAdd(hn::ConvertTo(df, s1[r]), a1, f[r]);
+          f[r] = hn::MulAdd(hn::ConvertTo(df, s0[r].Sum()), a0, f[r]);
+          f[r] = hn::MulAdd(hn::ConvertTo(df, s1[r].Sum()), a1, f[r]);
         }
       } else {
 #pragma GCC unroll 2
         for (int j = 0; j < 2; ++j) {
           const int g = 2 * h + j;
-          VI32 s[R];
+          Q6Sum s[R];
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) s[r] = hn::Set(di32, x.q6_offset[r][sb * 16 + g]);
+          for (int r = 0; r < R; ++r) s[r] = Q6Sum(hn::Set(di32, x.q6_offset[r][sb * 16 + g]));
 #pragma GCC unroll 4
           for (int i = 0; i < 4; ++i) {
             if (j == 0) fetch.part(4 * h + i);
             const VU8 c = codes(h, j, i);
 #pragma GCC unroll 8
-            for (int r = 0; r < R; ++r)
-              s[r] = Dot(s[r], c, Step(x.q[r] + sb * 256, 64 * i + 4 * g));
+            for (int r = 0; r < R; ++r) s[r].Add(i, c, Step(x.q[r] + sb * 256, 64 * i + 4 * g));
           }
           const VF a = scale(g);
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) f[r] = hn::MulAdd(hn::ConvertTo(df, s[r]), a, f[r]);
+          for (int r = 0; r < R; ++r) f[r] = hn::MulAdd(hn::ConvertTo(df, s[r].Sum()), a, f[r]);
         }
       }
     }
@@ -414,16 +458,23 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, Records span, const TileActs
             hi = hn::OrAnd(hi, hh, bit4);
           }
         };
+        // Codes up to 15, or 31 with Q5_0's fifth bit.
+        using Sum = GroupSum<WordTerms(T == DType::Q5_0 ? 31 : 15)>;
+        Sum chain[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) chain[r] = Sum(sum[r]);
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) {
           VU8 lo, hi;
           codes(v, lo, hi);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            sum[r] = Dot(sum[r], lo, Step(x.q[r] + chunk, 64 * v + in));
-            sum[r] = Dot(sum[r], hi, Step(x.q[r] + chunk, 64 * v + in + 4));
+            chain[r].Add(2 * v, lo, Step(x.q[r] + chunk, 64 * v + in));
+            chain[r].Add(2 * v + 1, hi, Step(x.q[r] + chunk, 64 * v + in + 4));
           }
         }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) sum[r] = chain[r].Sum();
       }
       const VF d = HalvesToFloats(rec + Rec::kD + 32 * h + at.halves);
       VF m = hn::Zero(df);

@@ -16,7 +16,8 @@
 // after the other, the second reading the panel from cache (docs/decisions.md,
 // "AVX2 in the packed layout"). A lane's arithmetic is the same on both targets
 // (integer sums, then the same float steps per row), so AVX2 computes bit for
-// bit what AVX3_DL does.
+// bit what AVX3_DL does; its products' pair sums add in 16 bits within a scale
+// group (GroupSum).
 #include "kernels/cpu/hwy_targets.h"
 
 #undef HWY_TARGET_INCLUDE

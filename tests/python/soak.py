@@ -33,6 +33,7 @@ percentiles, RSS) are printed and, with --json, written to a file.
 import argparse
 import http.client
 import json
+import math
 import random
 import socket
 import statistics
@@ -376,7 +377,7 @@ class Soak:
         # The judged figure: the median growth per minute between idle pauses.
         growth = [(b[4] - a[4]) / ((b[0] - a[0]) / 60) for a, b in zip(idle_warm, idle_warm[1:])]
         slope = statistics.median(growth) if growth else float("nan")
-        heap_known = all(s[4] == s[4] for s in idle_rss)  # no NaN
+        heap_known = not any(math.isnan(s[4]) for s in idle_rss)
         lat = {k: percentiles(v) for k, v in st.latency.items()}
         all_lat = [x for v in st.latency.values() for x in v]
         code = self.srv.stop()

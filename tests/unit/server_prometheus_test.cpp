@@ -126,8 +126,6 @@ TEST(ServerPrometheus, ValuesAndFormat) {
   EXPECT_FALSE(m.count("vllm:num_requests_waiting")) << "vLLM's names only when asked for";
 }
 
-// --metrics-compat vllm: the names the inference gateway's endpoint picker reads
-// (its model-server protocol), with the same values and types as tandem's own.
 // The heap gauge appears where the C library reports it (glibc: a live process
 // always has some heap in use), and not at all where it does not.
 TEST(ServerPrometheus, HeapBytesInUseOnlyWhereKnown) {
@@ -148,6 +146,8 @@ TEST(ServerPrometheus, HeapBytesInUseOnlyWhereKnown) {
             static_cast<double>(with_more));
 }
 
+// --metrics-compat vllm: the names the inference gateway's endpoint picker reads
+// (its model-server protocol), with the same values and types as tandem's own.
 TEST(ServerPrometheus, VllmNamesOfTheModelServerProtocol) {
   MetricsOptions vllm;
   vllm.vllm = true;

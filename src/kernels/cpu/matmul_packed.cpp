@@ -214,7 +214,6 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, Records span, const TileActs<R>
   // change a result.
   constexpr bool kSplit = R < 4;
   const DU8 du8;
-  const DI32 di32;
   const DF df;
   const VU8 low4 = hn::Set(du8, 0x0F);
   VF acc[R];

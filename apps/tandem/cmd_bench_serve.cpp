@@ -197,17 +197,34 @@ class LoadLoop {
     busy_ms_ += ms_between(step_t0_, Clock::now());
   }
 
+  // With --seconds, the level's tokens and finished requests are those of its
+  // first `seconds` of steps: the step that crosses the mark is cut there.
+  // Counted whole, that step's time would go against whichever mode happens to
+  // cross the mark with a long step (a long prompt's prefill) and not against
+  // the other (docs/benchmarks.md, "AVX2 only").
   Level result() const {
     Level L;
     L.mode = mode_;
     L.concurrency = concurrency_;
     L.seconds = busy_ms_ / 1000;
     summarise(traces_, L);
+    if (o_.requests == 0) {
+      const double cut = 1000.0 * o_.seconds;
+      auto by_cut = [cut](const std::vector<double>& times) {
+        return static_cast<int>(
+            std::count_if(times.begin(), times.end(), [cut](double t) { return t <= cut; }));
+      };
+      L.seconds = o_.seconds;
+      L.tokens = by_cut(token_ms_);
+      L.requests = by_cut(finish_ms_);
+    }
     return L;
   }
 
  private:
   bool submitting() const { return o_.requests == 0 || submitted_ < o_.requests; }
+  // The loop's clock now, within the running step.
+  double now_ms() const { return busy_ms_ + ms_between(step_t0_, Clock::now()); }
 
   // Fault the weights in, and run waves of this level's batch (requests like the
   // timed ones) until the draft policy has measured what it plans this batch
@@ -245,10 +262,14 @@ class LoadLoop {
     r.params.sampling.seed = (o_.seed ? *o_.seed : 1) + static_cast<uint64_t>(i);
     // traces_ grows while requests run, so the callbacks find theirs by index.
     r.on_text = [this, i](const std::string&) {
-      traces_[i].pieces.emplace_back(step_no_, busy_ms_ + ms_between(step_t0_, Clock::now()));
+      traces_[i].pieces.emplace_back(step_no_, now_ms());
     };
-    r.on_token = [this, i](const TokenOutput&) { ++traces_[i].tokens; };
+    r.on_token = [this, i](const TokenOutput&) {
+      ++traces_[i].tokens;
+      token_ms_.push_back(now_ms());
+    };
     r.on_finish = [this, i](const RequestResult& res) {
+      finish_ms_.push_back(now_ms());
       traces_[i].result = res;
       traces_[i].finished = true;
       ++finished_;
@@ -264,6 +285,8 @@ class LoadLoop {
   std::unique_ptr<Model> draft_model_;  // the drafter's, when it is a model; outlives the engine
   std::unique_ptr<Engine> engine_;
   std::vector<Trace> traces_;
+  // When each token was emitted and each request finished, on the loop's clock.
+  std::vector<double> token_ms_, finish_ms_;
   int submitted_ = 0, finished_ = 0, step_no_ = 0;
   double busy_ms_ = 0;
   Clock::time_point step_t0_;  // when the running step began
@@ -541,7 +564,9 @@ void add_bench_serve_command(CLI::App* bench) {
   cmd->add_option("--concurrency", o.levels, "Comma-separated concurrency levels")
       ->capture_default_str();
   cmd->add_option("--seconds", o.seconds,
-                  "Seconds of steps per mode and level, the batch kept full throughout")
+                  "Seconds of steps per mode and level, the batch kept full throughout; the "
+                  "tokens and requests counted are those within them (the step that crosses "
+                  "the mark is cut there)")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   cmd->add_option("--requests", o.requests,

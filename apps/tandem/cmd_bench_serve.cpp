@@ -203,12 +203,11 @@ class LoadLoop {
   }
 
   // With --seconds, the level is its steps that ended within the seconds: their
-  // tokens and finished requests over their time. Whole steps, so that neither
-  // mode is charged a step the other is not: counting the step that crosses
-  // the mark whole charged its time to whichever mode crossed it with a long
-  // step (a long prompt's prefill), and cutting it at the mark left the modes
-  // a step apart (a step of 16 requests is 3% of ten seconds; docs/benchmarks.md,
-  // "AVX2 only").
+  // tokens and finished requests over their time. Counted whole, the step that
+  // crosses the mark charged its time to whichever mode crossed it with a long
+  // step; cut at the mark, it left the modes a step apart. Whole steps still
+  // favour a mode whose window ends just before a long step (docs/decisions.md,
+  // "`bench serve` runs plain and speculative step by step").
   Level result() const {
     Level L;
     L.mode = mode_;

@@ -54,7 +54,8 @@ def check_levels(label, data, seconds=None, requests=None):
                           f"{tag}: finished requests' tokens, plus the running ones'")
                     check(L["generated_tokens"] <= (L["requests"] + c) * MAX_TOKENS,
                           f"{tag}: no more tokens than the requests finished in the "
-                          "level and those running at its end", (L["generated_tokens"], L["requests"]))
+                          "level and those running at its end",
+                          (L["generated_tokens"], L["requests"]))
                 if L["mode"] == "plain":
                     check(L["drafted_tokens"] == 0, f"{tag}: plain drafts nothing",
                           L["drafted_tokens"])

@@ -97,7 +97,11 @@ struct Trace {
 struct Level {
   std::string mode;
   int rep = 0;
-  int concurrency = 0, requests = 0, tokens = 0, mismatches = -1, compared = 0;
+  int concurrency = 0, requests = 0, mismatches = -1, compared = 0;
+  // Generated tokens. With --seconds, the step that crossed the mark counts the
+  // share of its tokens that its time within the mark is of its whole time, so
+  // the count can be fractional (LoadLoop::step).
+  double tokens = 0;
   double seconds = 0, ttft_p50 = 0, ttft_p99 = 0, itl_p50 = 0, itl_p99 = 0;
   double acceptance = 0, tokens_per_round = 0;
   // Rounds in which a finished request had drafts verified (probes included),
@@ -196,18 +200,30 @@ class LoadLoop {
   void step() {
     while (submitting() && submitted_ - finished_ < concurrency_) submit_next();
     ++step_no_;
+    const double began_ms = busy_ms_;
+    const int tokens_before = tokens_;
     step_t0_ = Clock::now();
     engine_->step();
     busy_ms_ += ms_between(step_t0_, Clock::now());
-    if (busy_ms_ <= 1000.0 * o_.seconds) within_ = {busy_ms_, tokens_, finished_};
+    const double mark_ms = 1000.0 * o_.seconds;
+    if (busy_ms_ <= mark_ms) {
+      within_ = {busy_ms_, static_cast<double>(tokens_), finished_};
+    } else if (began_ms < mark_ms) {
+      const double share = (mark_ms - began_ms) / (busy_ms_ - began_ms);
+      within_.ms = mark_ms;
+      within_.tokens = tokens_before + share * (tokens_ - tokens_before);
+    }
   }
 
-  // With --seconds, the level is its steps that ended within the seconds: their
-  // tokens and finished requests over their time. Counted whole, the step that
-  // crosses the mark charged its time to whichever mode crossed it with a long
-  // step; cut at the mark, it left the modes a step apart. Whole steps still
-  // favour a mode whose window ends just before a long step (docs/decisions.md,
-  // "`bench serve` runs plain and speculative step by step").
+  // With --seconds, the level is exactly its first `seconds` of steps: the
+  // tokens of the steps that ended within them, and of the step that crossed
+  // the mark the share that its time before the mark is of its whole time.
+  // Counted whole, the crossing step charged its time to whichever mode crossed
+  // with a long step; cut at the mark with its tokens left out, the modes sat a
+  // step apart; whole steps only (its time left out too) favoured the mode whose
+  // window ended just before a long prefill (docs/decisions.md, "`bench serve`
+  // runs plain and speculative step by step"). Finished requests are those of
+  // the steps that ended within the mark.
   Level result() const {
     Level L;
     L.mode = mode_;
@@ -287,11 +303,12 @@ class LoadLoop {
   std::unique_ptr<Model> draft_model_;  // the drafter's, when it is a model; outlives the engine
   std::unique_ptr<Engine> engine_;
   std::vector<Trace> traces_;
-  // The steps that ended within --seconds: their time, the tokens they emitted
-  // and the requests they finished (ms 0: none yet).
+  // The first --seconds of steps: their time, the tokens they emitted (the
+  // crossing step's pro rata) and the requests finished by the steps that ended
+  // within the mark (ms 0: no step yet).
   struct Within {
-    double ms = 0;
-    int tokens = 0, finished = 0;
+    double ms = 0, tokens = 0;
+    int finished = 0;
   };
   Within within_;
   int tokens_ = 0;             // emitted by the timed requests so far
@@ -400,7 +417,7 @@ std::vector<int> parse_levels(const std::string& s) {
 
 void print_row(const Level& L) {
   fmt::print(
-      "{:>6} {:>5} {:>5} {:>7} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
+      "{:>6} {:>5} {:>5} {:>7.0f} {:>8.1f} {:>6.0f} ms {:>6.0f} ms {:>5.1f} ms {:>5.1f} ms "
       "{:>7.3f} {:>7.2f} {:>7}\n",
       L.mode, L.concurrency, L.requests, L.tokens, L.tok_per_s(), L.ttft_p50, L.ttft_p99, L.itl_p50,
       L.itl_p99, L.acceptance, L.tokens_per_round,
@@ -575,7 +592,7 @@ void add_bench_serve_command(CLI::App* bench) {
       ->capture_default_str();
   cmd->add_option("--seconds", o.seconds,
                   "Seconds of steps per mode and level, the batch kept full throughout; the "
-                  "rate is that of the steps that ended within them")
+                  "step that crosses the mark counts its tokens pro rata")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
   cmd->add_option("--requests", o.requests,

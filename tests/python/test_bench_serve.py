@@ -46,10 +46,11 @@ def check_levels(label, data, seconds=None, requests=None):
                 check(abs(L["tok_per_s"] - L["generated_tokens"] / L["seconds"]) < 1e-6 *
                       L["tok_per_s"] + 1e-9, f"{tag}: tok/s = tokens / seconds")
                 if seconds is not None:
-                    # Each mode steps until its own clock passes --seconds and
-                    # counts its steps that ended within them.
-                    check(0 < L["seconds"] <= seconds,
-                          f"{tag}: its level is the steps within --seconds", L["seconds"])
+                    # Each mode steps until its own clock passes --seconds; its
+                    # level is exactly those seconds, the crossing step's tokens
+                    # counted pro rata (its clock is in ms: 1e-9 is rounding).
+                    check(abs(L["seconds"] - seconds) < 1e-9,
+                          f"{tag}: its level is exactly --seconds of steps", L["seconds"])
                     check(L["generated_tokens"] >= L["requests"],
                           f"{tag}: finished requests' tokens, plus the running ones'")
                     check(L["generated_tokens"] <= (L["requests"] + c) * MAX_TOKENS,

@@ -115,7 +115,9 @@ struct DraftCandidate {
   // tokens its cache lacks (the whole prompt on the first round). A round that
   // drafts pays its share of it: expected tokens / tokens the request has left.
   double catch_up_ms = 0;
-  int remaining = 1;  // tokens the request may still generate
+  // Tokens the catch-up is spread over: those the request may still generate,
+  // or 1 where the round pays it whole.
+  int remaining = 1;
 };
 // Draft lengths for a batch: K from `k_choices` (0 is always considered) for the
 // j requests with the highest acceptance, 0 for the rest, maximising expected

@@ -115,11 +115,22 @@ void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector
   k.assign(round.size(), 0);
   if (!drafter_) return;
   batch_.clear();
+  // A round that decodes fewer requests than its load (the others' prompts
+  // still prefilling) is one of a few before the batch is whole again. A draft
+  // model's catch-up bought in it pays for that round's drafts only: where the
+  // whole batch drafts, its rounds catch up anyway; where it does not, nothing
+  // after the round uses the caught-up cache. So the round is charged the whole
+  // catch-up, not a share spread over the request's remaining tokens. Spread,
+  // at two requests on chat prompts, rounds of one request while the other
+  // prefilled caught a draft model up for 155 ms and drafted nothing
+  // (docs/decisions.md, "A catch-up in a round short of its load").
+  const bool short_of_load = load_ > static_cast<int>(round.size());
   for (const RoundRequest& r : round) {
     const RequestState& st = state(r.ctx.id);
     double alpha = st.acceptance.alpha();
     if (st.acceptance.judged() < tuning_.min_judged) alpha = std::max(alpha, new_request_alpha());
-    batch_.push_back({alpha, r.pending, cap(r), catch_up_ms(r.ctx), r.remaining});
+    batch_.push_back(
+        {alpha, r.pending, cap(r), catch_up_ms(r.ctx), short_of_load ? 1 : r.remaining});
   }
   // Fixed K without opting out; or free proposals, trimmed after the lookup
   // (trim() does that): the caps themselves.

@@ -34,6 +34,8 @@ class ScriptedDrafter final : public Drafter, public DraftCostHints {
     return per_token_ * catch_up_tokens(req);
   }
   double relative_cost() const override { return 0; }
+  // Request id's draft model is this many tokens behind.
+  void set_missed(int id, int tokens) { missed_[id] = tokens; }
   // Request id decoded a round: plainly (one more token to catch up on), or
   // with drafts (caught up first, by that many milliseconds).
   double decoded(int id, bool drafted) {
@@ -133,6 +135,8 @@ class Simulation {
     hidden_drafting_ms_ = ms;
     tell_batch_ = true;
   }
+  // Request i's draft model falls this many tokens behind.
+  void set_missed(size_t i, int tokens) { drafter_.set_missed(ids_[i], tokens); }
   // Tokens per millisecond over every round so far.
   double rate() const { return total_ms_ > 0 ? emitted_ / total_ms_ : 0; }
   // Milliseconds of every round so far, and the draft model's catch-ups in them.
@@ -575,4 +579,22 @@ TEST(DraftPolicy, TheGuardJudgesTheLoad) {
   EXPECT_GT(guard.plain_rate(4), 0);
   EXPECT_EQ(guard.trial(3), 0) << "no state of its own for the decoding batch";
   EXPECT_EQ(guard.plain_rate(3), 0);
+}
+
+// A round short of its load (a request decoding while another one's prompt
+// prefills) pays a draft model's catch-up whole: the caught-up cache serves
+// that round's drafts only. In a whole batch the same catch-up is spread over
+// the tokens the request has left. 400 tokens behind at 1 ms each: spread over
+// 1000 tokens it costs under 4 ms a round and drafting pays; whole, a round of
+// 8 drafted tokens would cost 13 plain rounds for at most 9 tokens.
+TEST(DraftPolicy, ARoundShortOfItsLoadPaysACatchUpWhole) {
+  for (int load : {0, 2}) {
+    Simulation sim(1, FakeCosts{40, 2, 8}, {}, /*catch_up_ms_per_token=*/1.0);
+    sim.set_load(load);
+    for (int r = 0; r < 10; ++r) sim.round(kAcceptAll);
+    EXPECT_EQ(drafting(sim.round(kAcceptAll)), 1) << "load " << load << ": drafting pays";
+    sim.set_missed(0, 400);
+    EXPECT_EQ(drafting(sim.round(kAcceptAll)), load == 0 ? 1 : 0)
+        << "load " << load << ": 400 ms of catch-up";
+  }
 }

@@ -218,12 +218,10 @@ class LoadLoop {
   // With --seconds, the level is exactly its first `seconds` of steps: the
   // tokens of the steps that ended within them, and of the step that crossed
   // the mark the share that its time before the mark is of its whole time.
-  // Counted whole, the crossing step charged its time to whichever mode crossed
-  // with a long step; cut at the mark with its tokens left out, the modes sat a
-  // step apart; whole steps only (its time left out too) favoured the mode whose
-  // window ended just before a long prefill (docs/decisions.md, "`bench serve`
-  // runs plain and speculative step by step"). Finished requests are those of
-  // the steps that ended within the mark.
+  // Any rule that takes the crossing step whole or leaves it out charges one
+  // mode a long step (a prefill) that the other escapes (docs/decisions.md,
+  // "`bench serve` runs plain and speculative step by step"). Finished
+  // requests are those of the steps that ended within the mark.
   Level result() const {
     Level L;
     L.mode = mode_;

@@ -120,9 +120,8 @@ void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector
   // model's catch-up bought in it pays for that round's drafts only: where the
   // whole batch drafts, its rounds catch up anyway; where it does not, nothing
   // after the round uses the caught-up cache. So the round is charged the whole
-  // catch-up, not a share spread over the request's remaining tokens. Spread,
-  // at two requests on chat prompts, rounds of one request while the other
-  // prefilled caught a draft model up for 155 ms and drafted nothing
+  // catch-up, not a share spread over the request's remaining tokens; spread,
+  // such rounds bought catch-ups that the whole batch then left unused
   // (docs/decisions.md, "A catch-up in a round short of its load").
   const bool short_of_load = load_ > static_cast<int>(round.size());
   for (const RoundRequest& r : round) {

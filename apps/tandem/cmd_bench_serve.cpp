@@ -192,9 +192,7 @@ class LoadLoop {
   }
 
   double busy_ms() const { return busy_ms_; }
-  bool done() const {
-    return o_.requests > 0 ? finished_ >= o_.requests : busy_ms_ >= 1000.0 * o_.seconds;
-  }
+  bool done() const { return o_.requests > 0 ? finished_ >= o_.requests : busy_ms_ >= mark_ms(); }
 
   // Tops the batch up and runs one engine step.
   void step() {
@@ -205,14 +203,10 @@ class LoadLoop {
     step_t0_ = Clock::now();
     engine_->step();
     busy_ms_ += ms_between(step_t0_, Clock::now());
-    const double mark_ms = 1000.0 * o_.seconds;
-    if (busy_ms_ <= mark_ms) {
-      within_ = {busy_ms_, static_cast<double>(tokens_), finished_};
-    } else if (began_ms < mark_ms) {
-      const double share = (mark_ms - began_ms) / (busy_ms_ - began_ms);
-      within_.ms = mark_ms;
-      within_.tokens = tokens_before + share * (tokens_ - tokens_before);
-    }
+    if (began_ms >= mark_ms()) return;
+    const double share = std::min(1.0, (mark_ms() - began_ms) / (busy_ms_ - began_ms));
+    within_tokens_ += share * (tokens_ - tokens_before);
+    if (busy_ms_ <= mark_ms()) within_finished_ = finished_;
   }
 
   // With --seconds, the level is exactly its first `seconds` of steps: the
@@ -229,16 +223,18 @@ class LoadLoop {
     L.seconds = busy_ms_ / 1000;
     summarise(traces_, L);
     L.drafted_tokens = static_cast<int64_t>(engine_->metrics().drafted_tokens - warm_drafted_);
-    if (o_.requests == 0 && within_.ms > 0) {
-      L.seconds = within_.ms / 1000;
-      L.tokens = within_.tokens;
-      L.requests = within_.finished;
+    if (o_.requests == 0 && busy_ms_ > 0) {
+      L.seconds = std::min(busy_ms_, mark_ms()) / 1000;
+      L.tokens = within_tokens_;
+      L.requests = within_finished_;
     }
     return L;
   }
 
  private:
   bool submitting() const { return o_.requests == 0 || submitted_ < o_.requests; }
+  // --seconds on the loop's clock.
+  double mark_ms() const { return 1000.0 * o_.seconds; }
   // The loop's clock now, within the running step.
   double now_ms() const { return busy_ms_ + ms_between(step_t0_, Clock::now()); }
 
@@ -301,14 +297,10 @@ class LoadLoop {
   std::unique_ptr<Model> draft_model_;  // the drafter's, when it is a model; outlives the engine
   std::unique_ptr<Engine> engine_;
   std::vector<Trace> traces_;
-  // The first --seconds of steps: their time, the tokens they emitted (the
-  // crossing step's pro rata) and the requests finished by the steps that ended
-  // within the mark (ms 0: no step yet).
-  struct Within {
-    double ms = 0, tokens = 0;
-    int finished = 0;
-  };
-  Within within_;
+  // Of the first --seconds of steps: the tokens emitted (the crossing step's
+  // pro rata) and the requests finished by the steps that ended within them.
+  double within_tokens_ = 0;
+  int within_finished_ = 0;
   int tokens_ = 0;             // emitted by the timed requests so far
   uint64_t warm_drafted_ = 0;  // the engine's drafted tokens after the warm-up
   int submitted_ = 0, finished_ = 0, step_no_ = 0;

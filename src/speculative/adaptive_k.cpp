@@ -123,7 +123,7 @@ void choose_draft_lengths(std::span<const DraftCandidate> batch, std::span<const
         tokens += expected - 1;
         drafted += kk;
         longest = std::max(longest, kk);
-        catch_up += c.catch_up_ms * std::min(1.0, expected / std::max(1, c.remaining));
+        catch_up += c.catch_up_ms * std::min(1.0, expected / std::max(1, c.catch_up_spread));
       }
       const double ms = longest * costs.draft_step_ms(j) +
                         costs.verify_ms(pending + static_cast<int>(drafted), reading) + catch_up;

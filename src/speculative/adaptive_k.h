@@ -113,11 +113,11 @@ struct DraftCandidate {
   int cap;       // the most it may draft this round (token limit, context)
   // One-off cost (ms) of drafting for it at all: a draft model's catch-up on the
   // tokens its cache lacks (the whole prompt on the first round). A round that
-  // drafts pays its share of it: expected tokens / tokens the request has left.
+  // drafts pays its share of it: expected tokens / catch_up_spread.
   double catch_up_ms = 0;
   // Tokens the catch-up is spread over: those the request may still generate,
   // or 1 where the round pays it whole.
-  int remaining = 1;
+  int catch_up_spread = 1;
 };
 // Draft lengths for a batch: K from `k_choices` (0 is always considered) for the
 // j requests with the highest acceptance, 0 for the rest, maximising expected

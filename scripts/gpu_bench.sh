@@ -6,10 +6,10 @@
 # `tandem bench decode --device cuda`: the decode step at batch 1 with CUDA
 # graphs and the fused launches, then without each; the verify of 4, 8 and 16
 # positions against one; decode steps of 16 and 64 sequences; where a step's time
-# goes, by kind of kernel (--profile, eager); for the 1.5B and 3B shapes the
-# same step under the lanes GEMV mapping (--cuda-gemv lanes, docs/cuda.md). The
-# full output goes to $OUT/bench.log (or beside this script); stdout gets the
-# figures.
+# goes, by kind of kernel (--profile, eager); for every shape the same step
+# under the other GEMV mapping (--cuda-gemv groups; lanes is the default,
+# docs/cuda.md). The full output goes to $OUT/bench.log (or beside this
+# script); stdout gets the figures.
 #
 # Usage: ./gpu_bench.sh [shape ...]   (default: the four of `synth-model --list`)
 #        ./gpu_bench.sh --gemv        the two mappings' decode step only, 1.5B and 3B
@@ -34,8 +34,7 @@ shapes=("$@")
 : >"$log"
 
 # bench NAME FLAGS...: one `bench decode` of the current model, its figures to
-# stdout; it may run for $limit seconds (the lanes mapping's runs less: not yet
-# run on a GPU, a hang must not take the device time).
+# stdout; it may run for $limit seconds (a hang must not take the device time).
 limit=180
 bench() {
   local name="$1"
@@ -55,8 +54,8 @@ for shape in "${shapes[@]}"; do
   "$tandem" synth-model --shape "$shape" -o "$model" 2>&1 | tee -a "$log"
   common=(--prompt 128 --gen 128 --reps 10 -k 7)
   if [ "$gemv_only" = 1 ]; then
-    bench "graphs+fused, groups" "${common[@]}"
-    limit=60 bench "graphs+fused, lanes" "${common[@]}" --cuda-gemv lanes
+    bench "graphs+fused, lanes" "${common[@]}"
+    bench "graphs+fused, groups" "${common[@]}" --cuda-gemv groups
     rm -f "$model"
     continue
   fi
@@ -66,15 +65,13 @@ for shape in "${shapes[@]}"; do
       bench "graphs, unfused" "${common[@]}" --no-cuda-fusion
       bench "eager, fused" "${common[@]}" --no-cuda-graphs
       bench "graphs+fused, context 1024" --prompt 1024 --gen 64 --reps 10 -k 7
-      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile
-      limit=60 bench "graphs+fused, lanes" "${common[@]}" --cuda-gemv lanes --verify-positions 4,8,16
-      limit=60 bench "profile (eager), lanes" --prompt 128 --gen 32 --reps 2 --profile --cuda-gemv lanes ;;
+      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile ;;
     llama-3.2-3b-bf16)  # 64 sequences' prefill alone takes half a minute here
       bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16
-      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile
-      limit=60 bench "graphs+fused, lanes" "${common[@]}" --cuda-gemv lanes ;;
+      bench "profile (eager)" --prompt 128 --gen 32 --reps 2 --profile ;;
     *)
       bench "graphs+fused" "${common[@]}" --verify-positions 4,8,16 --batch 16,64 ;;
   esac
+  bench "graphs+fused, groups" "${common[@]}" --cuda-gemv groups
   rm -f "$model"
 done

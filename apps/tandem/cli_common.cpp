@@ -163,9 +163,9 @@ void add_device_options(CLI::App* cmd, DeviceCliOptions& d) {
                 "With --device cuda: launch each matmul, bias, RoPE, KV store and SwiGLU on its "
                 "own (the same results; for comparing)");
   cmd->add_option("--cuda-gemv", d.gemv,
-                  "With --device cuda: which lanes read which weights in the matmuls: groups "
-                  "(default; run on an H100) or lanes (16-byte coalesced loads; not yet run on a "
-                  "GPU). Results differ by rounding")
+                  "With --device cuda: which lanes read which weights in the matmuls: lanes "
+                  "(default; 16-byte coalesced loads) or groups (a warp per column, 4-byte "
+                  "loads). Results differ by rounding")
       ->check(CLI::IsMember({"groups", "lanes"}))
       ->capture_default_str();
 }
@@ -174,7 +174,7 @@ ForwardPassFactory forward_pass_factory(const DeviceCliOptions& d, bool profile_
   cuda_model::CudaOptions o;
   o.graphs = !d.no_graphs;
   o.fused = !d.no_fusion;
-  o.gemv = d.gemv == "lanes" ? cuda::GemvMapping::Lanes : cuda::GemvMapping::Groups;
+  o.gemv = d.gemv == "groups" ? cuda::GemvMapping::Groups : cuda::GemvMapping::Lanes;
   o.profile = profile_kernels;
   return cuda_model::forward_pass_factory(cuda_model::parse_device(d.device), o);
 }

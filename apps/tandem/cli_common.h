@@ -46,12 +46,12 @@ std::vector<int> prompt_ids(const Model& model, const PromptOptions& p);
 std::vector<int> parse_ids(const std::string& csv);
 
 // --device cpu|cuda, --no-cuda-graphs, --no-cuda-fusion and --cuda-gemv
-// groups|lanes (generate, serve, bench).
+// lanes|groups (generate, serve, bench).
 struct DeviceCliOptions {
   std::string device = "cpu";
   bool no_graphs = false;
   bool no_fusion = false;
-  std::string gemv = "groups";
+  std::string gemv = "lanes";
 };
 void add_device_options(CLI::App* cmd, DeviceCliOptions& d);
 // The forward pass the options ask for (empty: the CPU). Throws tandem::Error

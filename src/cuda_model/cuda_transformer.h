@@ -51,10 +51,10 @@ struct CudaOptions {
   // each operation on its own (the fused-equals-unfused test, benchmarks).
   bool fused = true;
   // Which lanes read which weights in every matmul (cuda_kernels.h: GemvMapping):
-  // Groups, the mapping run on an H100, or Lanes (16-byte chunks, coalesced;
-  // compiled, not yet run on a GPU). Fused and unfused launches give the same
-  // bits under either; the two mappings differ by rounding.
-  cuda::GemvMapping gemv = cuda::GemvMapping::Groups;
+  // Lanes (16-byte chunks, coalesced), the faster on the GPU, or Groups. Fused
+  // and unfused launches give the same bits under either; the two mappings
+  // differ by rounding.
+  cuda::GemvMapping gemv = cuda::GemvMapping::Lanes;
   // Time every kind of kernel with CUDA events (profile()); every pass then
   // runs eagerly, as a graph replays as one.
   bool profile = false;

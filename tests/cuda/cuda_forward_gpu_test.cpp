@@ -10,11 +10,11 @@
 //  - the fused launches bit-identical to the unfused ones;
 //  - a contiguous cache configuration holding every slot's context.
 // Skipped with "no CUDA device" where there is none. First run on an H100 on
-// 2026-11-27 (docs/cuda.md), where all of it passed. The logits, M = 1 against
-// M = K + 1, graphs against eager, fused against unfused and greedy speculative
-// against plain also run under the lanes GEMV mapping (cuda_kernels.h:
-// GemvMapping; the tests with "lanes" in their names or traces): written after
-// those runs, not yet run on a GPU.
+// 2026-11-27 and again on an H200 on 2026-11-28 (docs/cuda.md), where all of it
+// passed. The logits, M = 1 against M = K + 1, graphs against eager, fused
+// against unfused and greedy speculative against plain run under both GEMV
+// mappings (cuda_kernels.h: GemvMapping; the tests with "lanes" in their names
+// or traces).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -292,8 +292,7 @@ TEST_F(CudaForward, FusedLaunchesEqualUnfused) {
 
 // A profiling pass (CudaOptions::profile, bench decode --profile) times every
 // kind of kernel, each per-layer kind once a layer and step, and computes the
-// same logits as a pass that does not. (Written after the H100 runs of
-// 2026-11-27: not yet run on a GPU.)
+// same logits as a pass that does not.
 TEST_F(CudaForward, ProfileTimesEveryKindOfKernel) {
   auto m = synthetic(DType::Q4_K, Arch::Qwen2, "cuda_profile");
   CudaOptions plain, profiled;

@@ -33,9 +33,8 @@ constexpr int kMaxTopK = 64;
 //   Lanes: a team of 16 or 32 lanes per column (lanes_per_column: K alone), lane
 //     l reads the 16-byte chunks l, l + team, ... of the row's main plane as one
 //     load each, consecutive lanes consecutive chunks (chunk_decode.h,
-//     device/gemv_lanes.cuh). The faster on an H200: a decode step of the
-//     Qwen2.5-1.5B Q4_K_M shape 3.48 ms against 4.36, Llama-3.2-3B BF16 4.06
-//     against 7.11 (docs/cuda.md).
+//     device/gemv_lanes.cuh). The faster for every model shape measured
+//     (docs/cuda.md), so the default.
 enum class GemvMapping { Groups, Lanes };
 
 // A weight matrix in the device layout (weight_layout.h) at `data`.

@@ -17,9 +17,8 @@
 //    the kernel's slots. Slot s takes the keys s, s + slots, ... in order
 //    (kKeysInFlight keys' loads at a time) and keeps its own sums; the slots'
 //    sums are then added in slot order.
-// (Measured on an H200, the 1.5B shape's decode step at context 128: a thread
-// per key loading one element at a time took 1.04 ms of a 3.97 ms step; a warp
-// per key, 1.08 ms: both waited on one load after another.)
+// (A thread per key loading one element at a time, or a warp per key, waited
+// on one load after another: a quarter of a decode step, docs/cuda.md.)
 // Pass 2, one block per (head, row): the chunks' partials combined in chunk
 // order, rescaled to the overall max. A row of one chunk is finished by pass 1
 // with the same float operations pass 2 would apply (0 + v * 1, over 0 +

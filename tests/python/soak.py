@@ -22,12 +22,13 @@ every 2 s and at each pause and reported beside it, whole, anonymous (RssAnon)
 and file-backed (RssFile), not judged: it also holds what the allocator keeps
 after frees, which moves in steps of tens of MB as the heap settles.
 
-Pass: requests complete, the server never crashes and exits 0 on SIGTERM, no request fails
-unexpectedly (5xx, a dropped connection, a wrong status), every greedy response
-equals its solo run, KV blocks return to 0 at each pause and at the end,
-at least --min-preemptions preemptions happened, and the heap in use grows by at most --max-heap-slope
-MB/min between idle pauses after warm-up (the median). Figures (requests by kind, errors by kind, latency
-percentiles, RSS) are printed and, with --json, written to a file.
+Pass: requests complete, the server never crashes and exits 0 on SIGTERM, no
+request fails unexpectedly (5xx, a dropped connection, a wrong status), every
+greedy response equals its solo run, KV blocks return to 0 at each pause and at
+the end, at least --min-preemptions preemptions happened, and the heap in use
+grows by at most --max-heap-slope MB/min between idle pauses after warm-up (the
+median). Figures (requests by kind, errors by kind, latency percentiles, RSS)
+are printed and, with --json, written to a file.
 
   soak.py [--minutes 30] [--workers 8] [--threads 2] [--json OUT] [--seed 1]"""
 import argparse

@@ -291,15 +291,15 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, Records span, const TileActs<R>
   for (int64_t sb = span.begin; sb < span.end; ++sb) {
     const uint8_t* rec = panel + sb * kQ6KRecordBytes;
     const RecordPrefetch<kQ6KRecordBytes, 32> fetch(rec, prefetch);
-    const VF d = HalvesToFloats(rec + 3328 + at.halves);
+    const VF d = HalvesToFloats(rec + kQ6KdAt + at.halves);
     auto scale = [&](int g) __attribute__((always_inline)) {
-      return hn::Mul(I8ToFloats(rec + 3072 + 16 * g + at.bytes), d);
+      return hn::Mul(I8ToFloats(rec + kQ6KScalesAt + 16 * g + at.bytes), d);
     };
     // Codes of group 2h + j, step i: (high bits & 0x30) | low nibble. Bits
     // 2k..2k+1 of hv go to bits 4..5, k = (2h + j) % 4.
     auto codes = [&](int h, int j, int i) __attribute__((always_inline)) {
-      const VU8 v = hn::Load(du8, rec + 64 * (4 * h + i) + at.codes);
-      const VU8 hv = hn::Load(du8, rec + 2048 + 64 * (4 * (h / 2) + i) + at.codes);
+      const VU8 v = hn::Load(du8, rec + 64 * q6k_low_vector(h, i) + at.codes);
+      const VU8 hv = hn::Load(du8, rec + 64 * q6k_high_vector(h / 2, i) + at.codes);
       if (j == 0)
         return hn::OrAnd(hn::And(v, low4), h % 2 == 0 ? ShiftLeftWords<4>(hv) : hv, bits45);
       return hn::OrAnd(hn::And(ShiftRightWords<4>(v), low4),

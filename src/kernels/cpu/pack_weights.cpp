@@ -43,9 +43,9 @@ void pack_q4k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t*
 // Q6_K: element 128n + 32k + l has its low 4 bits in nibble k / 2 of
 // ql[64n + 32 (k % 2) + l] and its high 2 bits at bits 2k of qh[32n + l].
 void pack_q6k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t* rec) {
-  int8_t* scales = reinterpret_cast<int8_t*>(rec + 3072);
-  uint16_t* d = reinterpret_cast<uint16_t*>(rec + 3328);
-  std::memset(rec + 3360, 0, kQ6KRecordBytes - 3360);
+  int8_t* scales = reinterpret_cast<int8_t*>(rec + kQ6KScalesAt);
+  uint16_t* d = reinterpret_cast<uint16_t*>(rec + kQ6KdAt);
+  std::memset(rec + kQ6KdAt + 32, 0, 32);
   for (int r = 0; r < kPanelRows; ++r) {
     const uint8_t* blk = rows[r] + sb * sizeof(BlockQ6_K);
     const uint8_t* ql = blk + offsetof(BlockQ6_K, ql);
@@ -57,7 +57,7 @@ void pack_q6k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t*
       for (int j = 0; j < 16; ++j)
         packed[j] =
             static_cast<uint8_t>(((q[j] >> shift) & 0xF) | ((q[j + 16] >> shift) & 0xF) << 4);
-      for (int i = 0; i < 4; ++i) put_dword(rec, 4 * h + i, r, packed + 4 * i);
+      for (int i = 0; i < 4; ++i) put_dword(rec, q6k_low_vector(h, i), r, packed + 4 * i);
     }
     // Quarter v (elements 64v..64v+63) is n = v / 2, k = 2 (v % 2) + j / 2 for its
     // 16-element part j: qh[32n + 16 (j % 2) + e], e = 0..15, bits 2k.
@@ -69,7 +69,7 @@ void pack_q6k_record(const uint8_t* const rows[kPanelRows], int64_t sb, uint8_t*
         for (int e = 0; e < 16; ++e)
           packed[e] = static_cast<uint8_t>(packed[e] | ((h[e] >> (2 * k)) & 3) << (2 * j));
       }
-      for (int i = 0; i < 4; ++i) put_dword(rec + 2048, 4 * v + i, r, packed + 4 * i);
+      for (int i = 0; i < 4; ++i) put_dword(rec, q6k_high_vector(v, i), r, packed + 4 * i);
     }
     const auto* sc = reinterpret_cast<const int8_t*>(blk + offsetof(BlockQ6_K, scales));
     for (int g = 0; g < 16; ++g) scales[16 * g + r] = sc[g];

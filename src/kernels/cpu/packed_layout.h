@@ -22,13 +22,21 @@
 //                 code(r, 32s + 4i + b) | code(r, 32s + 16 + 4i + b) << 4
 //   [2048, 2304)  byte 32s + r: scale of sub-block s of row r; 32s + 16 + r: its min
 //   [2304, 2368)  d of rows 0..15, then dmin (fp16)
-// Q6_K, 3392 bytes (codes 0..63; a 16-element group g has scale sc[g]):
-//   [0, 2048)     vector 4h + i (group pair h = 0..7), byte 4r + b:
-//                 low4(r, 32h + 4i + b) | low4(r, 32h + 16 + 4i + b) << 4
-//   [2048, 3072)  vector 4q + i (quarter q = 0..3), byte 4r + b, bits 2j..2j+1:
-//                 high2(r, 64q + 16j + 4i + b), j = 0..3
-//   [3072, 3328)  byte 16g + r: scale of group g of row r (int8)
-//   [3328, 3360)  d of rows 0..15 (fp16); [3360, 3392) zero
+// Q6_K, 3392 bytes (codes 0..63; a 16-element group g has scale sc[g]), in the
+// order the kernel reads it:
+//   [0, 32)       d of rows 0..15 (fp16); [32, 64) zero
+//   [64, 320)     byte 16g + r: scale of group g of row r (int8)
+//   then 48 code vectors, numbered from the record's start:
+//   low vector L(h, i) (group pair h = 0..7, i = 0..3), vector q6k_low_vector(h, i),
+//                 byte 4r + b: low4(r, 32h + 4i + b) | low4(r, 32h + 16 + 4i + b) << 4
+//   high vector H(q, i) (quarter q = 0..3), vector q6k_high_vector(q, i), byte
+//                 4r + b, bits 2j..2j+1: high2(r, 64q + 16j + 4i + b), j = 0..3
+//   Pair h's four low vectors come in turn, and quarter q's four high vectors
+//   (which pairs 2q and 2q + 1 share) right after pair 2q's: so a record is
+//   read in ascending order. With all the low vectors first and the high ones
+//   2 KB further on, the kernel's reads jumped between the two and a matmul
+//   streamed from memory more slowly (docs/decisions.md, "A Q6_K record in the
+//   order it is read").
 //
 // The legacy types take records of two 32-element blocks (64 elements), h = 0, 1
 // the block, codes unsigned (Q8_0: q + 128):
@@ -64,6 +72,26 @@ constexpr size_t kQ4_0RecordBytes = 576;
 constexpr size_t kQ4_1RecordBytes = 640;
 constexpr size_t kQ5_0RecordBytes = 704;
 constexpr size_t kQ8_0RecordBytes = 1088;
+
+// Where a Q6_K record's parts lie (above): bytes, and 64-byte vectors.
+constexpr size_t kQ6KdAt = 0;
+constexpr size_t kQ6KScalesAt = 64;
+constexpr int q6k_low_vector(int h, int i) { return 5 + 4 * h + 4 * ((h + 1) / 2) + i; }
+constexpr int q6k_high_vector(int q, int i) { return 9 + 12 * q + i; }
+// Whether the head (d and scales: vectors 0..4) and the 48 code vectors take each
+// of a record's 53 vectors once.
+constexpr bool q6k_vectors_tile_the_record() {
+  int uses[kQ6KRecordBytes / 64] = {};
+  for (int v = 0; v < 5; ++v) ++uses[v];
+  for (int i = 0; i < 4; ++i) {
+    for (int h = 0; h < 8; ++h) ++uses[q6k_low_vector(h, i)];
+    for (int q = 0; q < 4; ++q) ++uses[q6k_high_vector(q, i)];
+  }
+  for (int u : uses)
+    if (u != 1) return false;
+  return kQ6KScalesAt == 64 && kQ6KScalesAt + 256 == 5 * 64;
+}
+static_assert(q6k_vectors_tile_the_record());
 
 // Bytes of one packed record of `type`, or 0 when the type has no packed layout.
 constexpr size_t packed_record_bytes(DType type) {

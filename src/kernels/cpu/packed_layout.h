@@ -73,25 +73,33 @@ constexpr size_t kQ4_1RecordBytes = 640;
 constexpr size_t kQ5_0RecordBytes = 704;
 constexpr size_t kQ8_0RecordBytes = 1088;
 
-// Where a Q6_K record's parts lie (above): bytes, and 64-byte vectors.
+// Where a Q6_K record's parts lie (above): bytes, and 64-byte vectors. The
+// head (d, then the scales) takes the first vectors; pair h's low vectors
+// follow every earlier pair's and the high vectors of every quarter begun so
+// far; quarter q's high vectors follow pair 2q's low ones.
 constexpr size_t kQ6KdAt = 0;
 constexpr size_t kQ6KScalesAt = 64;
-constexpr int q6k_low_vector(int h, int i) { return 5 + 4 * h + 4 * ((h + 1) / 2) + i; }
-constexpr int q6k_high_vector(int q, int i) { return 9 + 12 * q + i; }
-// Whether the head (d and scales: vectors 0..4) and the 48 code vectors take each
-// of a record's 53 vectors once.
+constexpr int kQ6KHeadVectors = static_cast<int>(kQ6KScalesAt + 256) / 64;
+constexpr int q6k_low_vector(int h, int i) {
+  return kQ6KHeadVectors + 4 * h + 4 * ((h + 1) / 2) + i;
+}
+constexpr int q6k_high_vector(int q, int i) { return q6k_low_vector(2 * q, 0) + 4 + i; }
+// Whether the head and the 48 code vectors take each of a record's 53 vectors once.
 constexpr bool q6k_vectors_tile_the_record() {
   int uses[kQ6KRecordBytes / 64] = {};
-  for (int v = 0; v < 5; ++v) ++uses[v];
+  for (int v = 0; v < kQ6KHeadVectors; ++v) ++uses[v];
   for (int i = 0; i < 4; ++i) {
     for (int h = 0; h < 8; ++h) ++uses[q6k_low_vector(h, i)];
     for (int q = 0; q < 4; ++q) ++uses[q6k_high_vector(q, i)];
   }
   for (int u : uses)
     if (u != 1) return false;
-  return kQ6KScalesAt == 64 && kQ6KScalesAt + 256 == 5 * 64;
+  return true;
 }
 static_assert(q6k_vectors_tile_the_record());
+// Codes from vector 5 on; the last high vector is 48, the last low one 52.
+static_assert(q6k_low_vector(0, 0) == 5 && q6k_high_vector(3, 3) == 48 &&
+              q6k_low_vector(7, 3) == 52);
 
 // Bytes of one packed record of `type`, or 0 when the type has no packed layout.
 constexpr size_t packed_record_bytes(DType type) {

@@ -192,9 +192,10 @@ class DraftPolicy {
     AcceptanceEstimate acceptance;
     int rounds_since_draft = 0;  // decode rounds since it last had drafts verified
     int failed_probes = 0;       // probes in a row after which drafting still did not pay
-    // The rate guard's trials (RateGuard::trial) at the request's first plan,
-    // and at the last round it drafted in: whether its drafting now catches a
-    // draft model up on text from before the current trial.
+    // The rate guard's trial (RateGuard::trial) at the request's first plan if
+    // that trial had judged a round then (0 otherwise), and the trial at the
+    // last round it drafted in: whether its drafting now catches a draft model
+    // up on text from before the current trial's steady drafting.
     int born_in_trial = 0;
     int drafted_in_trial = 0;
   };

@@ -566,6 +566,33 @@ TEST(DraftPolicy, ATrialsStartUpIsNotJudged) {
   EXPECT_FALSE(guard.drafting_off(4));
 }
 
+// A request that arrives after a trial began but before it judged a round
+// decodes plain while the trial margin holds drafting back, so its first
+// drafted round catches the draft model up on its prompt and all it decoded
+// plainly: start-up, like an older request's. Judged, two such catch-ups (206
+// and 160 ms rounds against 25 ms plain ones) made a trial at four requests
+// dear (bench serve, chat prompts; docs/decisions.md).
+TEST(DraftPolicy, ARequestBornInATrialsStartUpIsStartUp) {
+  Simulation sim(4, FakeCosts{40, 2, 18}, {}, /*catch_up_ms_per_token=*/0.1);
+  sim.hide_drafting_cost(0);
+  const RateGuard& guard = sim.policy().rate_guard();
+  sim.round(kAcceptAll);  // plain
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 1) << "one request explores: the trial begins";
+  EXPECT_GT(guard.trial(4), 0);
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0) << "a 20% gain is short of the trial margin";
+  for (size_t i = 0; i < 4; ++i) sim.replace(i);  // four new requests, all decoding plain
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0);
+  // Plain passes grow dearer (longer contexts): drafting now clears the margin.
+  sim.set_costs(FakeCosts{60, 2, 18});
+  int r = 0;
+  while (drafting(sim.round(kAcceptAll)) == 0 && ++r < 50) {
+  }
+  ASSERT_LT(r, 50) << "drafting began";
+  EXPECT_EQ(guard.judged_rounds(4), 0) << "the new requests' first drafted round is start-up";
+  EXPECT_GT(drafting(sim.round(kAcceptAll)), 0);
+  EXPECT_EQ(guard.judged_rounds(4), 1) << "their next one is steady drafting";
+}
+
 // The guard judges the engine's load (requests decoding and prefilling), not
 // the decoding batch: a round that decodes one request short while a new one
 // prefills belongs to the full batch's verdict.

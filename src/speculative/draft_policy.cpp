@@ -70,19 +70,12 @@ double DraftPolicy::catch_up_ms(const DraftContext& ctx) const {
 void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
   const std::vector<RoundRequest>& round = p.requests;
   load_ = p.guard_load();
-  // A request born before its load's trial has judged a round is one of the
-  // trial's start-up: until the trial drafts steadily, a request decodes plain
-  // (the trial margin holds it back), and its first drafted round then catches
-  // the draft model up on its prompt and on every token it decoded plainly, a
-  // one-off like an older request's. Born after that, its first drafted round
-  // is the catch-up on its prompt that every new request costs while drafting
-  // goes on, and is judged.
+  // Born into a trial's steady drafting or not: see starts_up().
   for (const RoundRequest& r : round)
     if (!requests_.contains(r.ctx.id))
       state(r.ctx.id).born_in_trial = guard_.judged_rounds(load_) > 0 ? guard_.trial(load_) : 0;
   draft_lengths(round, p.k);
-  if (guarded() && p.drafts() && !guard_.allows(p.guard_load()))
-    std::fill(p.k.begin(), p.k.end(), 0);
+  if (guarded() && p.drafts() && !guard_.allows(load_)) std::fill(p.k.begin(), p.k.end(), 0);
   p.positions.resize(round.size());
   for (size_t i = 0; i < round.size(); ++i)
     p.positions[i] = position_budget(round[i].kv_room, p.k[i]);
@@ -98,15 +91,15 @@ void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
 bool DraftPolicy::starts_up(const RoundPlan& p) {
   // Free drafters (n-gram, suffix) keep no state that a trial must build.
   if (!guarded() || !p.drafts() || drafter_->free_proposals()) return false;
-  const int trial = guard_.trial(p.guard_load());
+  const int trial = guard_.trial(load_);
   bool start_up = false;
   for (size_t i = 0; i < p.requests.size(); ++i) {
     if (p.k[i] <= 0) continue;
     RequestState& st = state(p.requests[i].ctx.id);
     // A request born in this trial's steady drafting catches up on its prompt:
-    // what every new request costs while drafting goes on, so judged. One from
-    // before (the trial, or its first judged round) catches up on all the text
-    // it decoded plainly: once per trial.
+    // what every new request costs while drafting goes on, so judged. One born
+    // before the trial's first judged round (the trial margin kept it decoding
+    // plain until then) catches up on all it decoded plainly: once per trial.
     start_up = start_up || (st.drafted_in_trial != trial && st.born_in_trial != trial);
     st.drafted_in_trial = trial;
   }

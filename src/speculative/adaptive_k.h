@@ -115,8 +115,9 @@ struct DraftCandidate {
   // tokens its cache lacks (the whole prompt on the first round). A round that
   // drafts pays its share of it: expected tokens / catch_up_spread.
   double catch_up_ms = 0;
-  // Tokens the catch-up is spread over: those the request may still generate,
-  // or 1 where the round pays it whole.
+  // Tokens the catch-up is spread over: those the drafting it begins is
+  // expected to deliver (CatchUpReach, speculative/catch_up_reach.h), or 1
+  // where the round pays it whole.
   int catch_up_spread = 1;
 };
 // Draft lengths for a batch: K from `k_choices` (0 is always considered) for the

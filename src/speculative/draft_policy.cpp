@@ -14,6 +14,7 @@ DraftPolicy::DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTun
       tuning_(tuning),
       guard_(tuning.rate_guard),
       pooled_(tuning.acceptance_fade),
+      reach_(tuning.reach_fade),
       stop_(calibration_, costs_, {}, 0, 1, 0) {
   check(opt_.k >= 1, "draft length K must be >= 1, got {}", opt_.k);
   check(opt_.k <= kMaxDraft, "draft length K must be <= {}, got {}", kMaxDraft, opt_.k);
@@ -26,7 +27,7 @@ DraftPolicy::DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTun
   // trimming allocate nothing round after round (a larger batch grows it once).
   constexpr size_t kBatch = 64;
   for (auto* v : {&batch_, &hopeful_}) v->reserve(kBatch);
-  for (auto* v : {&order_, &probe_k_, &keep_, &extra_, &room_}) v->reserve(kBatch);
+  for (auto* v : {&order_, &probe_k_, &keep_, &extra_, &room_, &chosen_}) v->reserve(kBatch);
   next_alpha_.reserve(kBatch);
 }
 
@@ -41,7 +42,12 @@ double DraftPolicy::acceptance(int id) const {
                                : AcceptanceEstimate(tuning_.acceptance_fade).alpha();
 }
 
-void DraftPolicy::forget(int id) { requests_.erase(id); }
+void DraftPolicy::forget(int id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  end_reach(it->second);  // finished: its drafting reached what it could
+  requests_.erase(it);
+}
 
 double DraftPolicy::new_request_alpha() const {
   return pooled_.judged() >= tuning_.min_judged ? pooled_.alpha() : tuning_.probe_alpha;
@@ -75,7 +81,11 @@ void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
     if (!requests_.contains(r.ctx.id))
       state(r.ctx.id).born_in_trial = guard_.judged_rounds(load_) > 0 ? guard_.trial(load_) : 0;
   draft_lengths(round, p.k);
-  if (guarded() && p.drafts() && !guard_.allows(load_)) std::fill(p.k.begin(), p.k.end(), 0);
+  bool refused = false;
+  if (guarded() && p.drafts() && !guard_.allows(load_)) {
+    std::fill(p.k.begin(), p.k.end(), 0);
+    refused = true;
+  }
   p.positions.resize(round.size());
   for (size_t i = 0; i < round.size(); ++i)
     p.positions[i] = position_budget(round[i].kv_room, p.k[i]);
@@ -84,8 +94,33 @@ void DraftPolicy::plan(RoundPlan& p, const KvBudget* budget) {
   if (budget && p.drafts() && !budget->fits(p.positions, p.k)) {
     std::fill(p.k.begin(), p.k.end(), 0);
     std::fill(p.positions.begin(), p.positions.end(), 0);
+    refused = true;
   }
+  track_reaches(p, refused);
   start_up_ = starts_up(p);
+}
+
+void DraftPolicy::track_reaches(const RoundPlan& p, bool refused) {
+  if (!hints_) return;  // no catch-up to price
+  for (size_t i = 0; i < p.requests.size(); ++i) {
+    RequestState& st = state(p.requests[i].ctx.id);
+    const bool drafts = p.k[i] > 0;
+    if (refused) st.reaching = false;
+    if (drafts && !st.drafted_last && i < chosen_.size() && chosen_[i] > 0) {
+      st.reaching = true;
+      st.reach_load = load_;
+      st.reach_tokens = 0;
+    } else if (!drafts) {
+      end_reach(st);
+    }
+    st.drafted_last = drafts;
+  }
+}
+
+void DraftPolicy::end_reach(RequestState& st) {
+  if (!st.reaching) return;
+  reach_.record(st.reach_load, st.reach_tokens);
+  st.reaching = false;
 }
 
 bool DraftPolicy::starts_up(const RoundPlan& p) {
@@ -125,14 +160,16 @@ void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector
   // catch-up, not a share spread over the request's remaining tokens; spread,
   // such rounds bought catch-ups that the whole batch then left unused
   // (docs/decisions.md, "A catch-up in a round short of its load").
-  const bool short_of_load = load_ > static_cast<int>(round.size());
+  const bool short_of_load = this->short_of_load(round);
   for (const RoundRequest& r : round) {
     const RequestState& st = state(r.ctx.id);
     double alpha = st.acceptance.alpha();
     if (st.acceptance.judged() < tuning_.min_judged) alpha = std::max(alpha, new_request_alpha());
+    const double spread = short_of_load ? 1 : reach_.spread(load_, r.remaining);
     batch_.push_back(
-        {alpha, r.pending, cap(r), catch_up_ms(r.ctx), short_of_load ? 1 : r.remaining});
+        {alpha, r.pending, cap(r), catch_up_ms(r.ctx), std::max(1, static_cast<int>(spread))});
   }
+  chosen_.assign(round.size(), 0);
   // Fixed K without opting out; or free proposals, trimmed after the lookup
   // (trim() does that): the caps themselves.
   if ((!opt_.adaptive && !opt_.opt_out) || drafter_->free_proposals()) {
@@ -166,6 +203,7 @@ void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector
   if (stops_early())
     for (size_t i = 0; i < round.size(); ++i)
       if (k[i] > 0) k[i] = batch_[i].cap;
+  chosen_.assign(k.begin(), k.end());
   add_probes(round, batch_, k);
 }
 
@@ -191,6 +229,10 @@ void DraftPolicy::add_probes(std::span<const RoundRequest> round,
   if (probe < 0) return;
   hopeful_.assign(batch.begin(), batch.end());
   hopeful_[probe].alpha = std::max(hopeful_[probe].alpha, tuning_.probe_alpha);
+  // The hope is that the text turned predictable: the drafting a probe would
+  // resume then lasts, unlike the drafting that stopped (CatchUpReach), and
+  // the probe's catch-up is priced over what the request has left.
+  if (!short_of_load(round)) hopeful_[probe].catch_up_spread = std::max(1, round[probe].remaining);
   choose(hopeful_, CostModel::Reading::Floored, margin(round.size()), probe_k_);
   if (probe_k_[probe] == 0) return;
   const double cost = batch[probe].catch_up_ms + costs_.mean_position_ms();
@@ -309,6 +351,7 @@ void DraftPolicy::record_prefill(int tokens, double ms) {
 void DraftPolicy::record_verdict(int id, const Draft& draft, int accepted) {
   RequestState& st = state(id);
   const int drafted = static_cast<int>(draft.tokens.size());
+  if (st.reaching) st.reach_tokens += accepted + 1;
   if (drafted == 0) {
     st.rounds_since_draft++;
     return;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "speculative/adaptive_k.h"
+#include "speculative/catch_up_reach.h"
 #include "speculative/draft_context.h"
 #include "speculative/draft_stop.h"
 #include "speculative/drafter.h"
@@ -76,6 +77,11 @@ struct DraftPolicyTuning {
   // a burst of them, and a probe dearer than this (a draft model more than
   // ~100 tokens behind) is not sent at all.
   double probe_budget_cap_ms = 250;
+  // A draft model's catch-up is spread over the tokens the drafting it begins
+  // delivers (speculative/catch_up_reach.h): the mean of what the catch-ups the
+  // cost model chose at the same load reached, each keeping this weight per
+  // later one (a window of about ten).
+  double reach_fade = 0.9;
   // A request's first rounds draft as if its acceptance were at least what the
   // requests before it saw (all verdicts pooled, once this many drafts were
   // judged; probe_alpha before that) until this many of its own drafts were
@@ -182,6 +188,7 @@ class DraftPolicy {
 
   const CostModel& costs() const { return costs_; }
   const RateGuard& rate_guard() const { return guard_; }
+  const CatchUpReach& catch_up_reach() const { return reach_; }
   const SpecOptions& options() const { return opt_; }
   const DraftPolicyTuning& tuning() const { return tuning_; }
   // A request's acceptance estimate (its prior before any verdict).
@@ -198,6 +205,11 @@ class DraftPolicy {
     // up on text from before the current trial's steady drafting.
     int born_in_trial = 0;
     int drafted_in_trial = 0;
+    // Whether its last plan drafted; the reach (CatchUpReach) of a catch-up
+    // the cost model chose to pay for it: whether one is being counted (its
+    // drafting goes on), at which load, and the tokens emitted since.
+    bool drafted_last = false, reaching = false;
+    int reach_load = 0, reach_tokens = 0;
   };
   RequestState& state(int id);
   // The acceptance a request with little evidence of its own is read at least at.
@@ -217,6 +229,18 @@ class DraftPolicy {
   // first catching up a request that was decoding before the trial began),
   // for the rate guard; marks its drafting requests as drafting in the trial.
   bool starts_up(const RoundPlan& p);
+  // Follows the catch-ups' reaches by the final plan: a request that drafts
+  // after a plain round by the cost model's choice pays a catch-up, and its
+  // reach begins; it ends at the request's next plain round. `refused`: the
+  // rate guard or the KV room, not the cost model, kept the round plain; a
+  // reach cut so says nothing of how far the cost model's catch-ups reach, and
+  // is dropped.
+  void track_reaches(const RoundPlan& p, bool refused);
+  void end_reach(RequestState& st);
+  // Whether the round decodes fewer requests than its load (see draft_lengths).
+  bool short_of_load(std::span<const RoundRequest> round) const {
+    return load_ > static_cast<int>(round.size());
+  }
   // Draft lengths for this round into k (the first part of plan()).
   void draft_lengths(std::span<const RoundRequest> round, std::vector<int>& k);
   // The positions a request's drafts may take when its main chain has k tokens:
@@ -239,6 +263,7 @@ class DraftPolicy {
   ConfidenceCalibration calibration_;
   std::unordered_map<int, RequestState> requests_;
   AcceptanceEstimate pooled_;  // every request's verdicts together
+  CatchUpReach reach_;
   // Tokens emitted and milliseconds spent by recent rounds (fading sums): the
   // rate a drafted token's cost is weighed against.
   double recent_tokens_ = 0, recent_ms_ = 0;
@@ -253,6 +278,7 @@ class DraftPolicy {
   // Scratch, kept from round to round.
   std::vector<DraftCandidate> batch_, hopeful_;
   std::vector<int> order_, probe_k_, keep_, extra_, room_;
+  std::vector<int> chosen_;  // the lengths the cost model chose, before probes
   std::vector<double> next_alpha_;
   CostAwareStop stop_;
 };

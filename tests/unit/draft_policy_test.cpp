@@ -625,3 +625,69 @@ TEST(DraftPolicy, ARoundShortOfItsLoadPaysACatchUpWhole) {
         << "load " << load << ": 400 ms of catch-up";
   }
 }
+
+// A draft model's catch-up is spread over the tokens that the drafting it
+// begins delivers (its reach: the drafted rounds until the first plain one, or
+// the request's end), not over the tokens the request has left. 400 tokens
+// behind at 10 ms each: where requests have drafted to their ends (1000
+// tokens), a round of 9 tokens pays 36 ms of it and drafting pays; where each
+// catch-up reached one round's 9 tokens (requests that finished after a round,
+// here), twenty such reaches and the prior's one of 1000 tokens spread it over
+// 110, a round pays 330 ms, and the request decodes plain.
+TEST(DraftPolicy, ACatchUpIsPricedByWhatItReaches) {
+  for (bool short_reach : {false, true}) {
+    Simulation sim(1, FakeCosts{40, 2, 8}, {}, /*catch_up_ms_per_token=*/10.0);
+    for (int r = 0; r < 10; ++r) sim.round(kAcceptAll);
+    for (int r = 0; r < 20 && short_reach; ++r) {
+      sim.replace(0);
+      EXPECT_EQ(drafting(sim.round(kAcceptAll)), 1) << "a new request, nothing to catch up on";
+    }
+    sim.set_missed(0, 400);
+    EXPECT_EQ(drafting(sim.round(kAcceptAll)), short_reach ? 0 : 1)
+        << (short_reach ? "reaches of 9 tokens" : "reaches to the end");
+  }
+}
+
+// A catch-up's reach ends with its drafting: the first plain round the cost
+// model chooses. Drafting that a probe later resumes was bought by the probe's
+// own catch-up (paid from the probe budget), and is no reach. One request drafts
+// a round of 9 tokens and a few rejected ones (1 token each), stops, and
+// resumes after a probe for 20 rounds: one reach is counted, the first.
+TEST(DraftPolicy, ACatchUpReachesUntilItsDraftingStops) {
+  Simulation sim(1, FakeCosts{40, 2, 8}, {}, /*catch_up_ms_per_token=*/0.01);
+  for (int r = 0; r < 10; ++r) sim.round(kAcceptAll);
+  sim.replace(0);  // a new request: the cost model pays its (empty) catch-up
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 1);
+  int drafted = 1;
+  while (drafting(sim.round(kRejectAll)) > 0 && ++drafted < 100) {
+  }
+  ASSERT_LT(drafted, 100) << "drafting stopped";
+  const double spread = sim.policy().catch_up_reach().spread(1, 1000);
+  EXPECT_EQ(spread, (9 + (drafted - 1) + 1000) / 2.0) << "one reach, counted when it stopped";
+  int r = 0;
+  while (drafting(sim.round(kAcceptAll)) == 0 && ++r < 100) {
+  }
+  ASSERT_LT(r, 100) << "a probe";
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 1) << "resumed";
+  sim.replace(0);
+  EXPECT_EQ(sim.policy().catch_up_reach().spread(1, 1000), spread)
+      << "the probe's drafting is none";
+}
+
+// Only the cost model's own catch-ups are followed to the end of their reach:
+// a round that the rate guard keeps plain cuts a reach short without saying
+// anything of how long drafting lasts, so it is dropped.
+TEST(DraftPolicy, AReachTheGuardCutsIsNotCounted) {
+  Simulation sim(1, FakeCosts{40, 2, 8}, {}, /*catch_up_ms_per_token=*/1.0);
+  sim.hide_drafting_cost(0);
+  for (int r = 0; r < 10; ++r) sim.round(kAcceptAll);
+  sim.replace(0);  // its catch-up is the cost model's (the first one was the exploring round's)
+  sim.hide_drafting_cost(400);  // drafted rounds lose: the guard turns drafting off
+  const RateGuard& guard = sim.policy().rate_guard();
+  int r = 0;
+  while (!guard.drafting_off(1) && ++r < 200) sim.round(kAcceptAll);
+  ASSERT_TRUE(guard.drafting_off(1));
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0) << "the guard keeps the round plain";
+  sim.replace(0);
+  EXPECT_EQ(sim.policy().catch_up_reach().spread(1, 1000), 1000) << "no reach counted";
+}

@@ -27,7 +27,7 @@ DraftPolicy::DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTun
   // trimming allocate nothing round after round (a larger batch grows it once).
   constexpr size_t kBatch = 64;
   for (auto* v : {&batch_, &hopeful_}) v->reserve(kBatch);
-  for (auto* v : {&order_, &probe_k_, &keep_, &extra_, &room_, &chosen_}) v->reserve(kBatch);
+  for (auto* v : {&order_, &probe_k_, &keep_, &extra_, &room_}) v->reserve(kBatch);
   next_alpha_.reserve(kBatch);
 }
 
@@ -106,7 +106,8 @@ void DraftPolicy::track_reaches(const RoundPlan& p, bool refused) {
     RequestState& st = state(p.requests[i].ctx.id);
     const bool drafts = p.k[i] > 0;
     if (refused) st.reaching = false;
-    if (drafts && !st.drafted_last && i < chosen_.size() && chosen_[i] > 0) {
+    const bool chosen = cost_model_chose_ && static_cast<int>(i) != probed_;
+    if (drafts && !st.drafted_last && chosen) {
       st.reaching = true;
       st.reach_load = load_;
       st.reach_tokens = 0;
@@ -150,6 +151,8 @@ RoundPlan DraftPolicy::plan(std::vector<RoundRequest> round, const KvBudget* bud
 
 void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector<int>& k) {
   k.assign(round.size(), 0);
+  cost_model_chose_ = false;
+  probed_ = -1;
   if (!drafter_) return;
   batch_.clear();
   // A round that decodes fewer requests than its load (the others' prompts
@@ -169,7 +172,6 @@ void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector
     batch_.push_back(
         {alpha, r.pending, cap(r), catch_up_ms(r.ctx), std::max(1, static_cast<int>(spread))});
   }
-  chosen_.assign(round.size(), 0);
   // Fixed K without opting out; or free proposals, trimmed after the lookup
   // (trim() does that): the caps themselves.
   if ((!opt_.adaptive && !opt_.opt_out) || drafter_->free_proposals()) {
@@ -203,7 +205,7 @@ void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector
   if (stops_early())
     for (size_t i = 0; i < round.size(); ++i)
       if (k[i] > 0) k[i] = batch_[i].cap;
-  chosen_.assign(k.begin(), k.end());
+  cost_model_chose_ = true;
   add_probes(round, batch_, k);
 }
 
@@ -240,6 +242,7 @@ void DraftPolicy::add_probes(std::span<const RoundRequest> round,
   probe_budget_ms_ -= cost;
   state(round[probe].ctx.id).failed_probes++;
   k[probe] = 1;
+  probed_ = probe;
 }
 
 const CostAwareStop* DraftPolicy::draft_stop(const RoundPlan& plan) {

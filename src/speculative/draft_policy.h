@@ -269,7 +269,12 @@ class DraftPolicy {
   double recent_tokens_ = 0, recent_ms_ = 0;
   double probe_budget_ms_ = 0;  // see DraftPolicyTuning::probe_share
   bool start_up_ = false;       // the last plan's starts_up(), for record_round
-  int load_ = 0;                // the load of the round being planned (RoundPlan::guard_load)
+  // Whether the last plan's lengths are the cost model's choice (not the
+  // exploring round's, nor the caps themselves), and the request its probe
+  // went to (-1: none): the drafts the cost model chose are the others.
+  bool cost_model_chose_ = false;
+  int probed_ = -1;
+  int load_ = 0;  // the load of the round being planned (RoundPlan::guard_load)
   // Nodes beside main chains: verified, and the tokens they added (fading sums).
   double tree_nodes_ = 0, tree_gained_ = 0;
   int rounds_since_tree_ = 0;
@@ -278,7 +283,6 @@ class DraftPolicy {
   // Scratch, kept from round to round.
   std::vector<DraftCandidate> batch_, hopeful_;
   std::vector<int> order_, probe_k_, keep_, extra_, room_;
-  std::vector<int> chosen_;  // the lengths the cost model chose, before probes
   std::vector<double> next_alpha_;
   CostAwareStop stop_;
 };

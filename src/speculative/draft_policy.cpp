@@ -379,7 +379,7 @@ void DraftPolicy::record_round(const RoundCosts& r) {
   // nothing to propose cost what a plain round costs, and is one.
   if (guarded()) {
     const bool drafted = r.drafted > 0 || (r.drafting > 0 && !drafter_->free_proposals());
-    guard_.record(r.requests, drafted, r.emitted, r.total_ms, drafted && start_up_);
+    guard_.record(r.requests, drafted, r.emitted, r.total_ms, drafted && start_up_, r.decoding);
   }
 }
 

@@ -141,6 +141,7 @@ struct RoundCosts {
   double total_ms = 0;   // the whole round
   int requests = 0;      // the round's load (RoundPlan::guard_load); 0: the guard skips it
   int drafted = 0;       // drafted tokens verified, all requests together
+  int decoding = 0;      // requests the round decoded (0: its whole load)
 };
 
 class DraftPolicy {

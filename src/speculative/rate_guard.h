@@ -4,9 +4,19 @@
 // (sampling and rollback work per verified position, a draft model's catch-up,
 // cache traffic that grows with the batch, a busy machine) shows only in the
 // realised rate. Per batch size, this guard keeps the tokens per millisecond of
-// recent plain rounds and of recent drafted rounds; where drafted rounds fall
-// below plain, that batch size decodes plain, and tries drafting again only
-// rarely (ever more rarely while the tries keep losing).
+// recent plain rounds and what recent drafted rounds delivered against them;
+// where drafted rounds fall below plain, that batch size decodes plain, and
+// tries drafting again only rarely (ever more rarely while the tries keep
+// losing).
+//
+// A drafted round is held to plain rounds that decoded as many requests as it
+// did. A load's rounds do not all decode the whole load: while a new request
+// prefills, its batch decodes one short, and such a plain round delivers about
+// a fifth less at four requests (2 cores, the 1.5B: 0.118 tokens/ms at three
+// decoding, 0.150 at four; docs/decisions.md). Where the drafting rounds are
+// the whole batch's and the plain rounds among them are mostly those short
+// ones, one plain reference for the load reads low, and drafted rounds that
+// lose 12% read as a 10% win.
 #pragma once
 #include <vector>
 
@@ -64,14 +74,16 @@ class RateGuard {
   // given when it begins (its first allowed round, and each retry after a
   // loss); 0 before its first.
   int trial(int batch) const;
-  // A finished decode round of `batch` requests: whether it verified drafted
+  // A finished decode round of `batch` requests, `decoding` of them decoding
+  // (0: all; the others' prompts still prefilling): whether it verified drafted
   // tokens, the tokens it emitted, and its milliseconds. A drafted round that
   // is part of its trial's start-up (`start_up`: a draft model first catching
   // up on text it skipped before the trial began, a one-off that every trial
   // pays and steady drafting does not) is charged to the trial's cost but not
   // judged: judged, at four requests the catch-ups turned off drafting that,
   // judged without them, gains 1.08x there (docs/decisions.md).
-  void record(int batch, bool drafted, int emitted, double ms, bool start_up = false);
+  void record(int batch, bool drafted, int emitted, double ms, bool start_up = false,
+              int decoding = 0);
 
   // Whether `batch` requests decode plain because drafting lost there.
   bool drafting_off(int batch) const;
@@ -80,9 +92,13 @@ class RateGuard {
   bool judged(int batch) const;
   // Drafted rounds judged in the current trial at `batch` (its start-up not counted).
   int judged_rounds(int batch) const;
-  // Realised tokens per millisecond at `batch` (0: not measured).
-  double plain_rate(int batch) const;
+  // Realised tokens per millisecond at `batch`, of plain rounds decoding `decoding`
+  // requests (0: all of them) and of drafted rounds (0: not measured).
+  double plain_rate(int batch, int decoding = 0) const;
   double drafted_rate(int batch) const;
+  // What drafted rounds at `batch` delivered over what plain rounds decoding as
+  // many requests would have in their time (0: not measured): the verdict's figure.
+  double drafted_over_plain(int batch) const;
 
  private:
   struct Faded {
@@ -94,7 +110,10 @@ class RateGuard {
     double rate() const { return ms > 0 ? tokens / ms : 0; }
   };
   struct BatchState {
-    Faded plain, drafted;
+    // Rounds by the requests they decoded (index: 1..batch size). Drafted
+    // rounds all fade together, whatever they decoded: their window is the
+    // last rounds of the trial.
+    std::vector<Faded> plain, drafted;
     int plain_rounds = 0;      // plain rounds recorded (all time)
     int drafted_rounds = 0;    // drafted rounds judged in this trial
     int trial = 0;             // this trial's number (0: none begun)
@@ -110,6 +129,13 @@ class RateGuard {
   bool has_evidence(const BatchState& s) const {
     return s.drafted_rounds >= tuning_.judge_after && s.plain_rounds >= tuning_.plain_reference;
   }
+  // The plain rate for rounds of `batch` that decode `decoding` requests: their
+  // own, or (not yet measured) the nearest measured count's scaled by the
+  // requests, a plain step costing about the same at a few more or fewer (it
+  // reads the weights once for all of them); 0 before any plain round.
+  static double plain_rate(const BatchState& s, int decoding);
+  static double drafted_rate(const BatchState& s);
+  static double drafted_over_plain(const BatchState& s);
   BatchState& state(int batch);
   const BatchState* find(int batch) const;
   RateGuardTuning tuning_;

@@ -120,7 +120,7 @@ void SpeculativeRunner::step(const std::vector<Generation*>& seqs, const RoundPl
   const int drafting =
       static_cast<int>(std::count_if(plan.k.begin(), plan.k.end(), [](int x) { return x > 0; }));
   policy_.record_round({batch_.size(), verify_ms, drafting, step_ms, emitted, total_ms,
-                        plan.guard_load(), drafted_tokens});
+                        plan.guard_load(), drafted_tokens, static_cast<int>(seqs.size())});
 }
 
 double SpeculativeRunner::draft(const RoundPlan& plan) {

@@ -117,7 +117,7 @@ class Simulation {
     // other tests are about the cost model's own decisions.
     const int requests = tell_batch_ ? plan.guard_load() : 0;
     policy_.record_round({positions, verify_ms, drafting, step_ms, emitted, total_ms, requests,
-                          positions - static_cast<int>(k.size())});
+                          positions - static_cast<int>(k.size()), static_cast<int>(k.size())});
     rounds_++;
     return k;
   }

@@ -162,3 +162,61 @@ TEST(RateGuard, AHairBelowPlainIsNotALoss) {
   EXPECT_FALSE(g.drafting_off(2));
   EXPECT_TRUE(g.judged(2));
 }
+
+// A load's rounds that decode fewer requests (the others' prompts still
+// prefilling) deliver less in plain as well: at four requests on two cores,
+// 3 tokens in 25.5 ms against 4 in 26.7 (bench serve, chat prompts). Drafted
+// rounds of the whole batch at 0.88x the whole batch's plain rate, with the
+// plain rounds among them mostly such short ones (the batch drafts whole and
+// decodes plain while a new request prefills), lose: held to one plain rate
+// for the load, they passed.
+TEST(RateGuard, DraftedRoundsAreHeldToPlainRoundsDecodingAsMany) {
+  const RateGuardTuning t;
+  RateGuard g(t);
+  const double full_ms = 26.7, short_ms = 25.5;  // plain: 4 tokens, 3 tokens
+  for (int i = 0; i < t.plain_reference; ++i) g.record(4, false, 4, full_ms, false, 4);
+  const double drafted_ms = 2 * full_ms / 0.88;  // 8 tokens: 0.88x the full rate
+  for (int r = 0; r < 3 * t.judge_after && !g.drafting_off(4); ++r) {
+    if (r % 3 == 2) {
+      g.record(4, false, 3, short_ms, false, 3);  // a new request prefills
+      continue;
+    }
+    ASSERT_TRUE(g.allows(4)) << "round " << r;
+    g.record(4, true, 8, drafted_ms, false, 4);
+  }
+  EXPECT_TRUE(g.drafting_off(4));
+  EXPECT_NEAR(g.plain_rate(4), 4 / full_ms, 1e-9);
+  EXPECT_NEAR(g.plain_rate(4, 3), 3 / short_ms, 1e-9);
+}
+
+// The other way round: short drafted rounds are held to short plain rounds, not
+// to the whole batch's rate that they could never reach. Drafted rounds of
+// three decoding at 1.1x three's plain rate (0.82x four's) win.
+TEST(RateGuard, ShortDraftedRoundsAreHeldToShortPlainRounds) {
+  const RateGuardTuning t;
+  RateGuard g(t);
+  for (int i = 0; i < t.plain_reference; ++i) {
+    g.record(4, false, 4, 26.7, false, 4);
+    g.record(4, false, 3, 25.5, false, 3);
+  }
+  for (int r = 0; r < 2 * t.judge_after; ++r) {
+    ASSERT_TRUE(g.allows(4)) << "round " << r;
+    g.record(4, true, 6, 2 * 25.5 / 1.1, false, 3);
+  }
+  EXPECT_FALSE(g.drafting_off(4));
+  EXPECT_TRUE(g.judged(4));
+  EXPECT_NEAR(g.drafted_over_plain(4), 1.1, 1e-9);
+}
+
+// A count of decoding requests without plain rounds of its own is valued at the
+// nearest measured count's rate, scaled by the requests (a plain step costs
+// about the same for a few more or fewer); none measured at all: 0.
+TEST(RateGuard, AnUnmeasuredCountIsScaledFromTheNearestOne) {
+  RateGuard g;
+  EXPECT_EQ(g.plain_rate(4, 2), 0);
+  g.record(4, false, 4, 20, false, 4);  // 0.2 tokens per ms
+  g.record(4, false, 1, 10, false, 1);  // 0.1 tokens per ms
+  EXPECT_NEAR(g.plain_rate(4, 3), 0.2 * 3 / 4, 1e-9) << "4 is as near as 2 and measured";
+  EXPECT_NEAR(g.plain_rate(4, 2), 0.1 * 2, 1e-9) << "1 is nearer than 4";
+  EXPECT_NEAR(g.plain_rate(4), 0.2, 1e-9) << "0: the whole batch";
+}

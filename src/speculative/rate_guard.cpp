@@ -23,7 +23,7 @@ const RateGuard::BatchState* RateGuard::find(int batch) const {
 
 double RateGuard::plain_rate(const BatchState& s, int decoding) {
   const int batch = static_cast<int>(s.plain.size()) - 1;
-  const int n = decoding <= 0 || decoding > batch ? batch : decoding;
+  const int n = decoded(batch, decoding);
   if (n <= 0) return 0;
   if (s.plain[n].rate() > 0) return s.plain[n].rate();
   // The nearest measured count, the larger of two as near (the whole batch's
@@ -84,7 +84,7 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool sta
                        int decoding) {
   if (batch <= 0 || ms <= 0) return;
   BatchState& s = state(batch);
-  const int n = decoding <= 0 || decoding > batch ? batch : decoding;
+  const int n = decoded(batch, decoding);
   if (!drafted) {
     s.plain[n].add(tuning_.fade, emitted, ms);
     ++s.plain_rounds;

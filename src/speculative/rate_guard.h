@@ -134,6 +134,11 @@ class RateGuard {
   // requests, a plain step costing about the same at a few more or fewer (it
   // reads the weights once for all of them); 0 before any plain round.
   static double plain_rate(const BatchState& s, int decoding);
+  // The requests a round of `batch` decoded, as its index: `decoding`, or
+  // (0, or more than the batch) all of them.
+  static int decoded(int batch, int decoding) {
+    return decoding <= 0 || decoding > batch ? batch : decoding;
+  }
   static double drafted_rate(const BatchState& s);
   static double drafted_over_plain(const BatchState& s);
   BatchState& state(int batch);

@@ -14,14 +14,22 @@ CostModel::CostModel() {
 
 void CostModel::record(Points& points, int m, double ms) {
   auto it = std::lower_bound(points.begin(), points.end(), m,
-                             [](const auto& p, int key) { return p.first < key; });
-  if (it == points.end() || it->first != m) it = points.insert(it, {m, RunningCost{}});
-  it->second.add(ms);
+                             [](const Point& p, int key) { return p.count < key; });
+  if (it == points.end() || it->count != m) it = points.insert(it, Point{m, RunningCost{}});
+  it->cost.add(ms);
+  // The readings from this point down (those above it are unchanged).
+  const size_t i = static_cast<size_t>(it - points.begin());
+  double cheapest = i + 1 < points.size() ? points[i + 1].ms : it->cost.ms();
+  for (size_t j = i + 1; j-- > 0;) {
+    cheapest = std::min(cheapest, points[j].cost.ms());
+    points[j].ms = cheapest;
+  }
 }
 
 bool CostModel::has_verify(int m) const {
-  return std::binary_search(verify_.begin(), verify_.end(), std::pair<int, RunningCost>{m, {}},
-                            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto it = std::lower_bound(verify_.begin(), verify_.end(), m,
+                                   [](const Point& p, int key) { return p.count < key; });
+  return it != verify_.end() && it->count == m;
 }
 
 void CostModel::record_verify(int positions, double ms) {
@@ -41,9 +49,9 @@ double CostModel::draft_step_ms(int batch) const {
     // Beyond the largest batch measured, a draft step grows as the target's
     // pass over as many positions does (flat would price a batch of 4 at one
     // request's step: about 60% of what it costs).
-    const auto& [largest, cost] = *draft_.rbegin();
-    if (batch > largest && draft_.size() == 1)
-      return cost.ms() * std::max(1.0, verify_ms(batch) / verify_ms(largest));
+    const Point& largest = draft_.back();
+    if (batch > largest.count && draft_.size() == 1)
+      return largest.ms * std::max(1.0, verify_ms(batch) / verify_ms(largest.count));
     return estimate(draft_, batch);
   }
   return draft_prior_ > 0 ? draft_prior_ * verify_ms(batch) : 0;
@@ -51,9 +59,9 @@ double CostModel::draft_step_ms(int batch) const {
 
 double CostModel::mean_position_ms() const {
   if (verify_.size() < 2) return 0;
-  const auto& [m0, c0] = *verify_.begin();
-  const auto& [m1, c1] = *verify_.rbegin();
-  return std::max(0.0, (c1.ms() - c0.ms()) / (m1 - m0));
+  const Point& first = verify_.front();
+  const Point& last = verify_.back();
+  return std::max(0.0, (last.ms - first.ms) / (last.count - first.count));
 }
 
 double CostModel::verify_ms(int m, Reading reading) const {
@@ -63,22 +71,22 @@ double CostModel::verify_ms(int m, Reading reading) const {
 double CostModel::estimate(const Points& points, int m, double min_slope) {
   if (points.empty()) return 1.0;
   auto hi = std::upper_bound(points.begin(), points.end(), m,
-                             [](int key, const auto& p) { return key < p.first; });
-  if (hi != points.begin() && std::prev(hi)->first == m) return std::prev(hi)->second.ms();
-  const auto last = std::prev(points.end());
+                             [](int key, const Point& p) { return key < p.count; });
+  if (hi != points.begin() && std::prev(hi)->count == m) return std::prev(hi)->ms;
+  const Point& last = points.back();
   if (points.size() == 1) {
     // One measurement: flat in m until more are measured, or at least min_slope.
-    return last->second.ms() + (m > last->first ? min_slope * (m - last->first) : 0);
+    return last.ms + (m > last.count ? min_slope * (m - last.count) : 0);
   }
   // Linear between the neighbouring measurements, or extrapolated from the two
-  // nearest ones (never decreasing with m, never below a tenth of the cheapest;
-  // beyond the largest, rising at least min_slope per position).
+  // nearest ones (the readings never decrease with m; never below a tenth of
+  // the cheapest; beyond the largest, rising at least min_slope per position).
   if (hi == points.end()) --hi;
   if (hi == points.begin()) ++hi;
   auto lo = std::prev(hi);
-  const double slope = std::max(0.0, (hi->second.ms() - lo->second.ms()) / (hi->first - lo->first));
-  if (m > last->first) return last->second.ms() + std::max(slope, min_slope) * (m - last->first);
-  return std::max(lo->second.ms() + slope * (m - lo->first), 0.1 * points.begin()->second.ms());
+  const double slope = (hi->ms - lo->ms) / (hi->count - lo->count);
+  if (m > last.count) return last.ms + std::max(slope, min_slope) * (m - last.count);
+  return std::max(lo->ms + slope * (m - lo->count), 0.1 * points.front().ms);
 }
 
 void AcceptanceEstimate::update(int accepted, bool rejected) {

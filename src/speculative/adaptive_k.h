@@ -72,9 +72,23 @@ class CostModel {
   bool has_draft_step() const { return !draft_.empty(); }
 
  private:
-  // Measured points (a count, its cost), sorted by count: flat, with room for
-  // the counts a server meets, so that recording allocates nothing after them.
-  using Points = std::vector<std::pair<int, RunningCost>>;
+  // Measured points, sorted by count: flat, with room for the counts a server
+  // meets, so that recording allocates nothing after them. A point is read as
+  // the cheapest of its own cost and every larger count's (`ms`): a pass over
+  // fewer positions (a draft step for fewer requests) streams the same weights
+  // for fewer rows and never costs more. Each count's running average follows
+  // only the rounds of that count, and the count a batch decodes plainly is
+  // measured only while it decodes plainly: once it drafts, a plain point that
+  // a burst of slow rounds had raised stays raised (35 ms against 27-29 for
+  // four requests on two cores, bench serve, chat prompts), and every drafted
+  // plan looks a quarter better than it is (docs/decisions.md, "A pass over
+  // fewer positions never reads dearer").
+  struct Point {
+    int count;
+    RunningCost cost;  // this count's own measurements
+    double ms = 0;     // the reading: the least of cost and every larger count's
+  };
+  using Points = std::vector<Point>;
   static void record(Points& points, int m, double ms);
   static double estimate(const Points& points, int m, double min_slope = 0);
   Points verify_;  // the cost per position count

@@ -69,10 +69,13 @@ bool RateGuard::allows(int batch) {
   }
   if (s.trial == 0) s.trial = ++trials_;
   // A batch size that drafted from the start gets its plain reference once,
-  // and then a fresh plain round now and then.
+  // and then refresh_rounds fresh plain rounds after every plain_refresh
+  // drafted ones.
   if (s.drafted_rounds + 1 >= tuning_.judge_after && s.plain_rounds < tuning_.plain_reference)
     return false;
-  return s.since_plain < tuning_.plain_refresh;
+  if (s.since_plain >= tuning_.plain_refresh && s.refresh_left == 0)
+    s.refresh_left = tuning_.refresh_rounds;
+  return s.refresh_left == 0;
 }
 
 int RateGuard::trial(int batch) const {
@@ -88,10 +91,16 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool sta
   if (!drafted) {
     s.plain[n].add(tuning_.fade, emitted, ms);
     ++s.plain_rounds;
-    s.since_plain = 0;
+    if (n == batch) {  // the refresh is of the rounds drafted rounds mostly are
+      s.since_plain = 0;
+      s.refresh_left = std::max(0, s.refresh_left - 1);
+    }
     return;
   }
   ++s.since_plain;
+  // The plain reference ages with the drafted rounds in between (its rate
+  // stays; a refresh's rounds then weigh almost all).
+  for (Faded& f : s.plain) f.add(tuning_.fade, 0, 0);
   // What the trial's rounds fell short of plain rounds decoding as many
   // requests, its start-up included: the trial's cost, which the wait after a
   // loss pays for.
@@ -111,9 +120,13 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool sta
     const double paid_by = s.trial_cost_ms / (tuning_.trial_share * plain_round_ms);
     s.wait = std::max(tuning_.retry_after << std::min(s.failed_trials - 1, tuning_.max_backoff),
                       static_cast<int>(std::min(paid_by, 1e9)));
-  } else {
+  } else if (s.trial_cost_ms <= 0) {
+    // Drafting has earned back all the trial cost: the next loss is not one
+    // more in a row. A verdict to keep drafting forgives nothing before that:
+    // forgiven, a trial that hovers at keep_above (chat prompts at four
+    // requests) passed on its 16th round and lost on its 17th, and came back
+    // after retry_after rounds with its whole start-up again.
     s.failed_trials = 0;
-    s.trial_cost_ms = 0;
   }
 }
 

@@ -39,9 +39,17 @@ struct RateGuardTuning {
   // Plain rounds of a batch size wanted as the reference; a batch size that
   // drafts from its first round takes this many plain rounds once.
   int plain_reference = 3;
-  // While drafting, one plain round in this many drafted rounds keeps the
-  // reference current (a plain step slows as contexts grow).
+  // While drafting, refresh_rounds plain rounds of the whole batch after this
+  // many drafted rounds keep the reference current. The reference's rounds
+  // fade with every round of the batch size, drafted or plain, so a refresh
+  // all but replaces it: a plain step slows as contexts grow, and a reference
+  // taken in a slow stretch just before drafting began (0.126 tokens/ms at
+  // four requests against 0.18 measured later, bench serve, chat prompts)
+  // held 73 drafted rounds at 0.86x plain to read 1.03-1.16x while one plain
+  // round in 64 moved it a tenth of the way (docs/decisions.md, "A plain
+  // reference that ages").
   int plain_refresh = 64;
+  int refresh_rounds = 2;
   // A batch size that decodes plain tries drafting again after this many of
   // its rounds, doubling the wait after each trial that loses, up to
   // retry_after << max_backoff rounds.
@@ -57,6 +65,9 @@ struct RateGuardTuning {
   // a trial at eight requests first catches the draft model up on all eight
   // (40-110 ms each for chat prompts on two cores, against 35-60 ms plain
   // rounds), and left out, a losing trial could come back every 64 rounds.
+  // It is the whole trial's, from its start-up to its loss, the rounds that
+  // beat plain netted against those that fell short: a verdict to keep
+  // drafting on the way forgives none of it.
   double trial_share = 0.01;
 };
 
@@ -117,12 +128,13 @@ class RateGuard {
     int plain_rounds = 0;      // plain rounds recorded (all time)
     int drafted_rounds = 0;    // drafted rounds judged in this trial
     int trial = 0;             // this trial's number (0: none begun)
-    int since_plain = 0;       // drafted rounds since the last plain one
+    int since_plain = 0;       // drafted rounds since the last plain one of the whole batch
+    int refresh_left = 0;      // plain rounds of the whole batch the refresh still wants
     bool off = false;          // decoding plain: drafting lost here
     int rounds_off = 0;        // rounds since it turned off
     int wait = 0;              // rounds off before the next trial
     int failed_trials = 0;     // trials in a row that lost
-    double trial_cost_ms = 0;  // this trial's shortfall against the plain rate
+    double trial_cost_ms = 0;  // this trial's shortfall against the plain rate, gains netted
   };
   // Enough rounds of both kinds for a verdict: judge_after judged drafted
   // rounds, and the plain reference.

@@ -228,6 +228,32 @@ TEST(AdaptiveK, DraftStepOfALargerBatchGrowsAsTheTargetsPass) {
   EXPECT_DOUBLE_EQ(c.draft_step_ms(2), 12.0);
 }
 
+// A count's reading is the cheapest of its own cost and every larger count's:
+// four requests' plain point raised by a burst of slow rounds (and not measured
+// again while the batch drafts) reads as the pass over five positions does.
+TEST(AdaptiveK, APassOverFewerPositionsNeverReadsDearer) {
+  CostModel c;
+  c.record_verify(1, 20.0);
+  c.record_verify(4, 35.0);  // the burst
+  c.record_verify(5, 27.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(4), 27.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(1), 20.0) << "a cheaper count keeps its own";
+  EXPECT_DOUBLE_EQ(c.verify_ms(5), 27.0) << "a larger count is not lowered";
+  EXPECT_DOUBLE_EQ(c.verify_ms(3), 20.0 + 2 * (27.0 - 20.0) / 3) << "between, on the readings";
+  // Once the larger count reads dearer (its own rounds slow), four's own cost
+  // shows again: the envelope follows every point's own average.
+  for (int i = 0; i < 40; ++i) c.record_verify(5, 50.0);
+  EXPECT_NEAR(c.verify_ms(4), 35.0, 1e-9);
+  // Tolerance: the running average moves a fifth of the way a round, so 23 ms
+  // x 0.8^40 (0.003 ms) of the first reading is left.
+  EXPECT_NEAR(c.verify_ms(5), 50.0, 0.01);
+  // The same rule for draft steps by batch.
+  c.record_draft_step(2, 12.0);
+  c.record_draft_step(4, 9.0);
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(2), 9.0);
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(4), 9.0);
+}
+
 TEST(AdaptiveK, InABatchOnlyPromisingRequestsDraft) {
   // Verify cost grows with positions: 4 requests decoding already use 4.
   CostModel c;

@@ -91,13 +91,17 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool sta
   if (!drafted) {
     s.plain[n].add(tuning_.fade, emitted, ms);
     ++s.plain_rounds;
-    if (n == batch) {  // the refresh is of the rounds drafted rounds mostly are
+    // A refresh is of the rounds the drafted ones are held to: a round one
+    // short while a new request prefills refreshes nothing of the whole
+    // batch's reference (and where every round is short, the short ones are).
+    if (s.drafted_decoding == 0 || n == s.drafted_decoding) {
       s.since_plain = 0;
       s.refresh_left = std::max(0, s.refresh_left - 1);
     }
     return;
   }
   ++s.since_plain;
+  s.drafted_decoding = n;
   // The plain reference ages with the drafted rounds in between (its rate
   // stays; a refresh's rounds then weigh almost all).
   for (Faded& f : s.plain) f.add(tuning_.fade, 0, 0);

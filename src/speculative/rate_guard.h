@@ -39,15 +39,16 @@ struct RateGuardTuning {
   // Plain rounds of a batch size wanted as the reference; a batch size that
   // drafts from its first round takes this many plain rounds once.
   int plain_reference = 3;
-  // While drafting, refresh_rounds plain rounds of the whole batch after this
-  // many drafted rounds keep the reference current. The reference's rounds
-  // fade with every round of the batch size, drafted or plain, so a refresh
-  // all but replaces it: a plain step slows as contexts grow, and a reference
-  // taken in a slow stretch just before drafting began (0.126 tokens/ms at
-  // four requests against 0.18 measured later, bench serve, chat prompts)
-  // held 73 drafted rounds at 0.86x plain to read 1.03-1.16x while one plain
-  // round in 64 moved it a tenth of the way (docs/decisions.md, "A plain
-  // reference that ages").
+  // While drafting, refresh_rounds plain rounds after this many drafted rounds
+  // keep the reference current: rounds that decode as many requests as the
+  // drafted ones (the whole batch, unless a request is always prefilling).
+  // The reference's rounds fade with every round of the batch size, drafted or
+  // plain, so a refresh all but replaces it: a plain step slows as contexts
+  // grow, and a reference taken in a slow stretch just before drafting began
+  // (0.126 tokens/ms at four requests against 0.18 measured later, bench
+  // serve, chat prompts) held 73 drafted rounds at 0.86x plain to read
+  // 1.03-1.16x while one plain round in 64 moved it a tenth of the way
+  // (docs/decisions.md, "A plain reference that ages").
   int plain_refresh = 64;
   int refresh_rounds = 2;
   // A batch size that decodes plain tries drafting again after this many of
@@ -128,8 +129,9 @@ class RateGuard {
     int plain_rounds = 0;      // plain rounds recorded (all time)
     int drafted_rounds = 0;    // drafted rounds judged in this trial
     int trial = 0;             // this trial's number (0: none begun)
-    int since_plain = 0;       // drafted rounds since the last plain one of the whole batch
-    int refresh_left = 0;      // plain rounds of the whole batch the refresh still wants
+    int since_plain = 0;       // drafted rounds since the last plain one that refreshes
+    int refresh_left = 0;      // plain rounds the refresh still wants
+    int drafted_decoding = 0;  // the requests the last drafted round decoded (0: none yet)
     bool off = false;          // decoding plain: drafting lost here
     int rounds_off = 0;        // rounds since it turned off
     int wait = 0;              // rounds off before the next trial

@@ -301,3 +301,26 @@ TEST(RateGuard, ATrialThatPaidForItselfResetsTheBackoff) {
   while (!g.allows(2)) ++wait;
   EXPECT_EQ(wait, t.retry_after) << "not doubled: the trial paid for itself";
 }
+
+// Where every round of a load decodes one short (a request always
+// prefilling), the refresh is of such rounds: drafting goes on after it.
+// (Counted only from rounds of the whole batch, the refresh never ended and the
+// load decoded plain for good.)
+TEST(RateGuard, ARefreshIsOfTheRoundsDraftedRoundsDecode) {
+  const RateGuardTuning t;
+  RateGuard g(t);
+  for (int i = 0; i < t.plain_reference; ++i) g.record(4, false, 3, 30, false, 3);
+  const int n = 10 * t.plain_refresh;
+  int allowed = 0;
+  for (int i = 0; i < n; ++i) {
+    if (g.allows(4)) {
+      ++allowed;
+      g.record(4, true, 6, 40, false, 3);  // 0.15 tokens/ms against plain's 0.1: wins
+    } else {
+      g.record(4, false, 3, 30, false, 3);
+    }
+  }
+  EXPECT_FALSE(g.drafting_off(4));
+  const double refreshes = static_cast<double>(n) / (t.plain_refresh + t.refresh_rounds);
+  EXPECT_NEAR(n - allowed, t.refresh_rounds * refreshes, t.refresh_rounds + 1);
+}

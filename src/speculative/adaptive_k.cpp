@@ -12,9 +12,13 @@ CostModel::CostModel() {
   draft_.reserve(128);
 }
 
+CostModel::Points::const_iterator CostModel::first_at_least(const Points& points, int m) {
+  return std::lower_bound(points.begin(), points.end(), m,
+                          [](const Point& p, int key) { return p.count < key; });
+}
+
 void CostModel::record(Points& points, int m, double ms) {
-  auto it = std::lower_bound(points.begin(), points.end(), m,
-                             [](const Point& p, int key) { return p.count < key; });
+  auto it = points.begin() + (first_at_least(points, m) - points.begin());
   if (it == points.end() || it->count != m) it = points.insert(it, Point{m, RunningCost{}});
   it->cost.add(ms);
   // The readings from this point down (those above it are unchanged).
@@ -27,8 +31,7 @@ void CostModel::record(Points& points, int m, double ms) {
 }
 
 bool CostModel::has_verify(int m) const {
-  const auto it = std::lower_bound(verify_.begin(), verify_.end(), m,
-                                   [](const Point& p, int key) { return p.count < key; });
+  const auto it = first_at_least(verify_, m);
   return it != verify_.end() && it->count == m;
 }
 

@@ -89,6 +89,8 @@ class CostModel {
     double ms = 0;     // the reading: the least of cost and every larger count's
   };
   using Points = std::vector<Point>;
+  // The first point of count m or more.
+  static Points::const_iterator first_at_least(const Points& points, int m);
   static void record(Points& points, int m, double ms);
   static double estimate(const Points& points, int m, double min_slope = 0);
   Points verify_;  // the cost per position count

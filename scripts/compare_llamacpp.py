@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Plain decode speed of tandem and llama.cpp on the same GGUF files, side by side.
 
-llama.cpp comes from the PyPI package llama-cpp-python, installed (compiled from
-source for this CPU, which takes a while on 2 cores) into its own virtual
-environment, ~/.cache/tandem/llamacpp-venv by default, never the test venv. Both
+llama.cpp comes from the PyPI package llama-cpp-python (LLAMACPP_VERSION),
+installed (compiled from source for this CPU, which takes a while on 2 cores;
+on a CPU with AMX without it, see llamacpp_cmake_args) into its own virtual
+environment, ~/.cache/tandem/llamacpp-venv by default, never the test venv; a
+venv already there is used as it is (remove it to rebuild). Both
 engines get the same thread count, prompt length and number of decoded tokens;
 each decodes one token per forward pass (no speculation, no sampling cost).
 
@@ -57,6 +59,41 @@ LLAMA_BENCH = textwrap.dedent("""
 """)
 
 
+# The release the project's llama.cpp figures are of (issue #32 names it).
+LLAMACPP_VERSION = "0.3.36"
+
+# ggml's instruction-set options and the /proc/cpuinfo flag each needs.
+GGML_ISA = [("GGML_AVX", "avx"), ("GGML_AVX2", "avx2"), ("GGML_FMA", "fma"),
+            ("GGML_F16C", "f16c"), ("GGML_BMI2", "bmi2"), ("GGML_AVX_VNNI", "avx_vnni"),
+            ("GGML_AVX512", "avx512f"), ("GGML_AVX512_VBMI", "avx512vbmi"),
+            ("GGML_AVX512_VNNI", "avx512_vnni"), ("GGML_AVX512_BF16", "avx512_bf16")]
+
+
+def cpu_flags() -> set:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def llamacpp_cmake_args(flags: set) -> str:
+    """llama.cpp's build for this CPU: -march=native, except where the CPU has
+    AMX. There -march=native compiles ggml's AMX weight buffer, which crashed
+    while repacking the models' q4_K tensors on a KVM Xeon (docs/benchmarks.md,
+    "Intel Xeon with AMX"); so it gets every other instruction set the CPU
+    has, named one by one (its AVX-512 VNNI kernels, the ones tandem's are
+    compared with), and no AMX."""
+    common = "-DGGML_CUDA=OFF -DLLAMA_CURL=OFF"
+    if not any(f.startswith("amx") for f in flags):
+        return f"-DGGML_NATIVE=ON {common}"
+    isa = " ".join(f"-D{opt}={'ON' if flag in flags else 'OFF'}" for opt, flag in GGML_ISA)
+    return f"-DGGML_NATIVE=OFF {isa} -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF " \
+           f"-DGGML_AMX_BF16=OFF {common}"
+
+
 def ensure_llamacpp(venv: Path) -> Path:
     python = venv / "bin" / "python"
     if python.exists() and subprocess.run([python, "-c", "import llama_cpp"],
@@ -66,9 +103,10 @@ def ensure_llamacpp(venv: Path) -> Path:
           flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = dict(os.environ)
-    env.setdefault("CMAKE_ARGS", "-DGGML_NATIVE=ON -DGGML_CUDA=OFF -DLLAMA_CURL=OFF")
-    subprocess.run([python, "-m", "pip", "install", "--no-cache-dir", "llama-cpp-python"],
-                   check=True, env=env)
+    env.setdefault("CMAKE_ARGS", llamacpp_cmake_args(cpu_flags()))
+    print(f"CMAKE_ARGS={env['CMAKE_ARGS']}", flush=True)
+    subprocess.run([python, "-m", "pip", "install", "--no-cache-dir",
+                    f"llama-cpp-python=={LLAMACPP_VERSION}"], check=True, env=env)
     return python
 
 

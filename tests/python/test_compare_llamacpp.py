@@ -7,7 +7,8 @@ here):
   so that a round in which the host slowed both engines counts as one ratio;
 - the fractions of the paired bandwidth bound are medians too, and their ratio
   is stated;
-- no rounds is an error, not a division by zero."""
+- no rounds is an error, not a division by zero;
+- llama.cpp is built for the CPU, without AMX where the CPU has it."""
 import importlib.util
 import os
 from pathlib import Path
@@ -45,6 +46,19 @@ def main():
         pass
     else:
         raise AssertionError("no rounds must raise")
+    # The build: -march=native, except on a CPU with AMX, whose instruction
+    # sets are named one by one without AMX (its weight buffer crashed there).
+    zen = {"avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512_vnni", "avx512_bf16"}
+    args = compare.llamacpp_cmake_args(zen)
+    assert "-DGGML_NATIVE=ON" in args and "AMX" not in args, args
+    xeon = zen | {"avx512vbmi", "amx_tile", "amx_int8", "amx_bf16"}
+    args = compare.llamacpp_cmake_args(xeon).split()
+    assert "-DGGML_NATIVE=OFF" in args, args
+    for opt in ("GGML_AVX512", "GGML_AVX512_VNNI", "GGML_AVX512_VBMI", "GGML_AVX2", "GGML_FMA"):
+        assert f"-D{opt}=ON" in args, f"{opt} on: {args}"
+    assert "-DGGML_AVX_VNNI=OFF" in args, f"a flag the CPU lacks is off: {args}"
+    for opt in ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16"):
+        assert f"-D{opt}=OFF" in args, f"{opt} off: {args}"
     print("all ok")
 
 

@@ -199,7 +199,7 @@ void DraftPolicy::draft_lengths(std::span<const RoundRequest> round, std::vector
       }
     return;
   }
-  choose(batch_, CostModel::Reading::Floored, margin(round.size()), k);
+  choose(batch_, CostModel::Reading::Floored, margin(round), k);
   // Drafting step by step, a request may draft up to its cap: the early stop
   // (draft_stop) ends each draft where it stops paying.
   if (stops_early())
@@ -235,7 +235,7 @@ void DraftPolicy::add_probes(std::span<const RoundRequest> round,
   // resume then lasts, unlike the drafting that stopped (CatchUpReach), and
   // the probe's catch-up is priced over what the request has left.
   if (!short_of_load(round)) hopeful_[probe].catch_up_spread = std::max(1, round[probe].remaining);
-  choose(hopeful_, CostModel::Reading::Floored, margin(round.size()), probe_k_);
+  choose(hopeful_, CostModel::Reading::Floored, margin(round), probe_k_);
   if (probe_k_[probe] == 0) return;
   const double cost = batch[probe].catch_up_ms + costs_.mean_position_ms();
   if (cost > probe_budget_ms_) return;  // not yet paid for: it stays due
@@ -263,13 +263,29 @@ bool DraftPolicy::explored(int batch) const {
   return costs_.has_verify(batch) && costs_.verify_points() >= 2 && costs_.has_draft_step();
 }
 
-double DraftPolicy::margin(size_t batch) const {
-  if (batch <= 1) return 0;
-  // Before the trial's first judged round (or while drafting is off, where the
-  // next drafted round begins a trial), the trial's costs are still ahead.
+double DraftPolicy::margin(std::span<const RoundRequest> round) const {
+  if (round.size() <= 1) return 0;
+  // While drafting is off (the next drafted round begins a trial), or before
+  // the trial's first judged round while some request of the round has yet to
+  // catch its draft model up, the trial's start-up is still ahead. Once every
+  // request has drafted in the trial, that start-up is spent whatever comes
+  // next; held to the trial margin still, the cost model decoded plain and
+  // threw it away (two requests on the copy set; docs/decisions.md, "The
+  // trial margin once its start-up is paid").
   const bool trial_ahead =
-      guarded() && (guard_.drafting_off(load_) || guard_.judged_rounds(load_) == 0);
+      guarded() &&
+      (guard_.drafting_off(load_) || (guard_.judged_rounds(load_) == 0 && !start_up_paid(round)));
   return trial_ahead ? tuning_.trial_margin : tuning_.batch_margin;
+}
+
+bool DraftPolicy::start_up_paid(std::span<const RoundRequest> round) const {
+  const int trial = guard_.trial(load_);
+  if (trial == 0) return false;  // no trial begun at this load
+  for (const RoundRequest& r : round) {
+    const auto it = requests_.find(r.ctx.id);
+    if (it == requests_.end() || it->second.drafted_in_trial != trial) return false;
+  }
+  return true;
 }
 
 int DraftPolicy::position_budget(int room, int k) const {
@@ -289,7 +305,7 @@ void DraftPolicy::trim(const RoundPlan& plan, std::vector<Draft>& drafts,
       const double alpha = d.alpha >= 0 ? d.alpha : state(round[i].ctx.id).acceptance.alpha();
       batch_.push_back({alpha, round[i].pending, d.chain_length()});
     }
-    choose(batch_, CostModel::Reading::Floored, margin(round.size()), keep_);
+    choose(batch_, CostModel::Reading::Floored, margin(round), keep_);
     add_probes(round, batch_, keep_);
     for (size_t i = 0; i < round.size(); ++i)
       drafts[i].prune(keep_[i], static_cast<int>(drafts[i].tokens.size()));

@@ -109,7 +109,8 @@ struct DraftPolicyTuning {
   // acceptance estimate that lags the text) decide the sign of a thin gain.
   double batch_margin = 0.1;
   // ... and by this factor for a round that would begin a trial at its load,
-  // or belongs to a trial's start-up (before its first judged round): whatever
+  // or belongs to a trial's start-up (before its first judged round, while a
+  // request of the round has not yet drafted in the trial): whatever
   // the verdict, the trial pays a draft model's catch-up on every request and
   // the rounds until it is judged, on an expectation that rests on little (the
   // acceptance of one exploring round; verify costs extrapolated from two
@@ -221,9 +222,13 @@ class DraftPolicy {
   // The lengths a plan chooses among: K, or with -k auto 1..K.
   std::vector<int> k_choices_;
   bool stops_early() const;
-  // What drafting must gain over plain decoding in a batch of this many
-  // requests, at the load of the round being planned.
-  double margin(size_t batch) const;
+  // What drafting must gain over plain decoding in this round, at the load of
+  // the round being planned.
+  double margin(std::span<const RoundRequest> round) const;
+  // Whether every request of the round has drafted in the current trial at the
+  // load being planned: the trial's start-up (each draft model's catch-up) is
+  // paid, and what is left of its cost is the judged rounds themselves.
+  bool start_up_paid(std::span<const RoundRequest> round) const;
   // The drafter's catch-up cost for a request: measured rate, or the prior.
   double catch_up_ms(const DraftContext& ctx) const;
   // Whether the plan's drafting includes its trial's start-up (a draft model

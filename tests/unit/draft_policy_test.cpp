@@ -142,6 +142,8 @@ class Simulation {
   // Milliseconds of every round so far, and the draft model's catch-ups in them.
   double total_ms() const { return total_ms_; }
   double catch_up_ms() const { return catch_up_total_ms_; }
+  // Tokens emitted by every round so far.
+  int64_t emitted() const { return emitted_; }
 
  private:
   ScriptedDrafter drafter_;
@@ -177,7 +179,10 @@ TEST(DraftPolicy, ExploresOnceThenDraftsWhereItPays) {
   const std::vector<int> explore = sim.round(kAcceptAll);
   EXPECT_EQ(drafting(explore), 1) << "one request explores";
   EXPECT_EQ(*std::max_element(explore.begin(), explore.end()), DraftPolicyTuning{}.explore_draft);
-  for (int r = 0; r < 20; ++r) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4) << "round " << r;
+  // The guard asks for its plain reference rounds (a few) along the way.
+  int drafted = 0;
+  for (int r = 0; r < 20; ++r) drafted += drafting(sim.round(kAcceptAll)) == 4;
+  EXPECT_GE(drafted, 16);
   EXPECT_TRUE(sim.policy().costs().has_draft_step());
 }
 
@@ -202,9 +207,8 @@ TEST(DraftPolicy, ATrialBeginsOnlyForTheTrialMargin) {
 
 // Once a trial is judging (its first judged round recorded), batch_margin's 10%
 // applies again: a batch that began drafting where it gained 60%, and whose draft
-// step then slows to where it gains about 20%, drafts on. Not judged (rounds that
-// do not tell the guard their batch), the same batch stops: the trial margin
-// still applies.
+// step then slows to where it gains about 20%, drafts on. Asked for the trial
+// margin's 25% instead (batch_margin set to it), the same batch stops.
 TEST(DraftPolicy, AJudgedTrialDraftsOnAtTheBatchMargin) {
   // Nine drafted tokens in ten accepted: acceptance about 0.9.
   auto ninety = [] {
@@ -215,13 +219,15 @@ TEST(DraftPolicy, AJudgedTrialDraftsOnAtTheBatchMargin) {
       return n;
     });
   };
-  int late_judged = 0, late_unjudged = 0;
-  for (bool judged : {true, false}) {
-    Simulation sim(4, FakeCosts{40, 2, 8});
-    if (judged) sim.hide_drafting_cost(0);  // rounds tell the guard their batch
+  int late_batch = 0, late_trial = 0;
+  for (bool batch_margin : {true, false}) {
+    DraftPolicyTuning tuning;
+    if (!batch_margin) tuning.batch_margin = tuning.trial_margin;
+    Simulation sim(4, FakeCosts{40, 2, 8}, tuning);
+    sim.hide_drafting_cost(0);  // rounds tell the guard their batch
     const Script script = ninety();
     for (int r = 0; r < 20; ++r) sim.round(script);
-    EXPECT_EQ(drafting(sim.round(script)), 4) << "drafting began, judged " << judged;
+    EXPECT_EQ(drafting(sim.round(script)), 4) << "drafting began, batch margin " << batch_margin;
     sim.set_costs(FakeCosts{40, 2, 18});
     // The cost model learns the slower step over some rounds (a running
     // average; acceptance's ups and downs); rounds 40-74 after the change are
@@ -229,10 +235,10 @@ TEST(DraftPolicy, AJudgedTrialDraftsOnAtTheBatchMargin) {
     // past its best length, they fall below plain about 80 rounds in).
     int late = 0;
     for (int r = 0; r < 75; ++r) late += drafting(sim.round(script)) == 4 && r >= 40;
-    (judged ? late_judged : late_unjudged) = late;
+    (batch_margin ? late_batch : late_trial) = late;
   }
-  EXPECT_GE(late_judged, 30) << "a judging trial keeps the 10% margin";
-  EXPECT_LE(late_unjudged, 4) << "before its first judged round, 25% is asked";
+  EXPECT_GE(late_batch, 30) << "a judging trial keeps the 10% margin";
+  EXPECT_LE(late_trial, 4) << "at 25% the slower batch stops";
 }
 
 // A request with no verdicts of its own is read at the acceptance the requests
@@ -591,6 +597,44 @@ TEST(DraftPolicy, ARequestBornInATrialsStartUpIsStartUp) {
   EXPECT_EQ(guard.judged_rounds(4), 0) << "the new requests' first drafted round is start-up";
   EXPECT_GT(drafting(sim.round(kAcceptAll)), 0);
   EXPECT_EQ(guard.judged_rounds(4), 1) << "their next one is steady drafting";
+}
+
+// A trial whose start-up is paid (every request of the round has drafted in
+// it) plans at batch_margin even before its first judged round: the catch-ups
+// are spent whatever comes next, and only the judged rounds are ahead. Here the
+// start-up round shows draft steps dearer (20 ms) than the exploring round's
+// (8 ms), so that from then on four requests drafting are expected to gain
+// between the two margins. Held to the trial margin, the batch decoded plain
+// and threw the start-up away (bench serve, copy prompts at two requests:
+// 1.00x against 1.15-1.18x; docs/decisions.md). The same costs from the start
+// begin no trial.
+TEST(DraftPolicy, APaidStartUpDraftsOnAtTheBatchMargin) {
+  const FakeCosts cheap{40, 2, 8}, dear{40, 2, 20};
+  Simulation sim(4, cheap);
+  sim.hide_drafting_cost(0);  // rounds tell the guard their batch
+  const RateGuard& guard = sim.policy().rate_guard();
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0) << "plain";
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 1) << "one request explores";
+  sim.set_costs(dear);
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4) << "the start-up: every request catches up";
+  EXPECT_EQ(guard.judged_rounds(4), 0);
+  EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4) << "the start-up is paid: batch_margin";
+  EXPECT_EQ(guard.judged_rounds(4), 1);
+  const double before = sim.total_ms();
+  const int64_t emitted_before = sim.emitted();
+  // The guard asks for its plain reference rounds (a few) along the way.
+  int drafted = 0;
+  for (int r = 0; r < 20; ++r) drafted += drafting(sim.round(kAcceptAll)) == 4;
+  EXPECT_GE(drafted, 16);
+  const double plain_rate = 4 / dear.verify(4);  // tokens per ms of a plain round
+  EXPECT_GT((sim.emitted() - emitted_before) / (sim.total_ms() - before), 1.1 * plain_rate)
+      << "drafting on gains what the cost model expected";
+
+  Simulation from_start(4, dear);
+  from_start.round(kAcceptAll);
+  EXPECT_EQ(drafting(from_start.round(kAcceptAll)), 1) << "one request explores";
+  for (int r = 0; r < 5; ++r)
+    EXPECT_EQ(drafting(from_start.round(kAcceptAll)), 0) << "the gain begins no trial";
 }
 
 // The guard judges the engine's load (requests decoding and prefilling), not

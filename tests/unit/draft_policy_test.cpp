@@ -179,10 +179,7 @@ TEST(DraftPolicy, ExploresOnceThenDraftsWhereItPays) {
   const std::vector<int> explore = sim.round(kAcceptAll);
   EXPECT_EQ(drafting(explore), 1) << "one request explores";
   EXPECT_EQ(*std::max_element(explore.begin(), explore.end()), DraftPolicyTuning{}.explore_draft);
-  // The guard asks for its plain reference rounds (a few) along the way.
-  int drafted = 0;
-  for (int r = 0; r < 20; ++r) drafted += drafting(sim.round(kAcceptAll)) == 4;
-  EXPECT_GE(drafted, 16);
+  for (int r = 0; r < 20; ++r) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 4) << "round " << r;
   EXPECT_TRUE(sim.policy().costs().has_draft_step());
 }
 
@@ -605,9 +602,8 @@ TEST(DraftPolicy, ARequestBornInATrialsStartUpIsStartUp) {
 // start-up round shows draft steps dearer (20 ms) than the exploring round's
 // (8 ms), so that from then on four requests drafting are expected to gain
 // between the two margins. Held to the trial margin, the batch decoded plain
-// and threw the start-up away (bench serve, copy prompts at two requests:
-// 1.00x against 1.15-1.18x; docs/decisions.md). The same costs from the start
-// begin no trial.
+// and threw the start-up away (bench serve, copy prompts at two requests;
+// docs/decisions.md). The same costs from the start begin no trial.
 TEST(DraftPolicy, APaidStartUpDraftsOnAtTheBatchMargin) {
   const FakeCosts cheap{40, 2, 8}, dear{40, 2, 20};
   Simulation sim(4, cheap);

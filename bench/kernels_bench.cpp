@@ -27,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cache/contiguous_kv_cache.h"
@@ -193,14 +194,13 @@ void BM_MatmulInCache(benchmark::State& state, DType t, bool packed) {
   state.SetLabel(k->name());
 }
 
-// A decode step's small matmuls: Qwen2.5-1.5B's attention matrices ({1536,
-// 2048} for q+k+v, {1536, 1536} for the output), each call on the next of
+// A decode step's small matmuls, {K, N} (e.g. Qwen2.5-1.5B's attention matrices:
+// {1536, 2048} for q+k+v, {1536, 1536} for the output), each call on the next of
 // enough copies that every call reads memory (target_bytes()). Against Matmul's
 // one large matrix, the difference is what a call's start and end cost: the
 // pool's wake-up and join, and the prefetchers' ramp on a new stream.
 void BM_MatmulSmall(benchmark::State& state, DType t) {
-  constexpr int64_t K = 1536;
-  const int64_t N = state.range(0);
+  const int64_t N = state.range(0), K = state.range(1);
   std::mt19937 rng(6);
   const std::vector<uint8_t> bytes = random_rows(t, K, N, rng);
   const size_t copies = std::max<size_t>(2, target_bytes() / bytes.size() + 1);
@@ -394,16 +394,20 @@ void register_all() {
           ->Unit(benchmark::kMicrosecond);
     }
   }
-  for (DType t : {DType::Q4_K, DType::Q6_K})
-    benchmark::RegisterBenchmark(("MatmulSmall/" + std::string(dtype_name(t))).c_str(),
-                                 [t](benchmark::State& s) { BM_MatmulSmall(s, t); })
-        ->ArgName("N")
-        ->Arg(256)
-        ->Arg(1536)
-        ->Arg(2048)
-        ->Arg(8960)
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
+  // {N, K}: the 1.5B's attention and FFN matrices (K-quants), the 0.5B's (rows of
+  // 896, the legacy types its file and a requantized draft use).
+  const std::vector<std::pair<std::vector<DType>, std::vector<std::vector<int64_t>>>> small = {
+      {{DType::Q4_K, DType::Q6_K},
+       {{256, 1536}, {1536, 1536}, {2048, 1536}, {8960, 1536}, {896, 4864}}},
+      {{DType::Q5_0, DType::Q4_0, DType::Q8_0},
+       {{1152, 896}, {4864, 896}, {9728, 896}, {8960, 1536}}}};
+  for (const auto& [types, shapes] : small)
+    for (DType t : types) {
+      auto* b = benchmark::RegisterBenchmark(("MatmulSmall/" + std::string(dtype_name(t))).c_str(),
+                                             [t](benchmark::State& s) { BM_MatmulSmall(s, t); });
+      b->ArgNames({"N", "K"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+      for (const auto& nk : shapes) b->Args(nk);
+    }
 #if defined(__x86_64__)
   benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond);
 #endif

@@ -106,7 +106,13 @@ std::vector<int> prompt_ids(const Model& model, const PromptOptions& p) {
   return tok.encode(text, tok.add_bos() && !p.no_bos, false);
 }
 
-void add_lookup_flags(CLI::App* cmd, SpecCliOptions& s) {
+void add_draft_model_flags(CLI::App* cmd, SpecCliOptions& s) {
+  cmd->add_option("--draft-quant", s.draft_quant,
+                  "Draft model: requantize its matrices stored in more than 4.5 bits a weight "
+                  "to q4_0 at load (the default: a cheaper draft step; the output is the "
+                  "target's either way), or none (as the file has them)")
+      ->check(CLI::IsMember({"q4_0", "none"}))
+      ->capture_default_str();
   auto* on = cmd->add_flag("--draft-lookup", s.lookup,
                            "Draft model: propose an n-gram match from the text so far instead "
                            "where lookups are accepted at least as often as the model's drafts "
@@ -131,7 +137,7 @@ void add_spec_options(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_option("--draft-vocab", s.draft_vocab,
                   "Draft model: propose only the first N token ids (plus special tokens); "
                   "0 = all; default 32768 for vocabularies over 65536, else all");
-  add_lookup_flags(cmd, s);
+  add_draft_model_flags(cmd, s);
   cmd->add_option("--suffix-budget", s.suffix_budget,
                   "Tokens of recent requests' text the suffix index keeps (about 16 bytes "
                   "each); the oldest requests' text is evicted first")
@@ -226,7 +232,8 @@ SpecSetup make_drafter(const SpecCliOptions& s, const Model& target, ThreadPool&
                                      : make_suffix_drafter(s.tree, s.suffix_budget);
     return out;
   }
-  out.draft_model = Model::load(s.draft, target.kernel_config());
+  out.draft_model =
+      Model::load(s.draft, target.kernel_config(), parse_requantization(s.draft_quant));
   out.drafter = make_model_drafter(*out.draft_model, target, pool, cache, s.draft_vocab, s.tree,
                                    draft_lookup(s), s.suffix_budget, forward_pass);
   return out;

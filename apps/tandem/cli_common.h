@@ -77,6 +77,10 @@ struct SpecCliOptions {
   std::string draft;
   std::string k = "5";
   int draft_vocab = -1;  // -1: automatic (see add_spec_options)
+  // The draft model's matrices requantized at load (model/requantize.h):
+  // "q4_0" (the default: docs/decisions.md, "A draft model's matrices in Q4_0")
+  // or "none".
+  std::string draft_quant = "q4_0";
   // With a draft model, lookups first (speculative/lookup_first_drafter.h) unless
   // --no-draft-lookup: a lookup costs no draft step and is taken only where it is
   // accepted as often as the model's drafts (docs/decisions.md, "Lookups first by
@@ -92,8 +96,9 @@ struct SpecCliOptions {
   bool draft_always = false;                    // fixed K drafted every round, no opting out
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
-// --draft-lookup, --no-draft-lookup and --lookup alone (bench spec has its own -d and -k).
-void add_lookup_flags(CLI::App* cmd, SpecCliOptions& s);
+// The draft model's own options: --draft-quant, --draft-lookup, --no-draft-lookup
+// and --lookup (bench spec has its own -d and -k).
+void add_draft_model_flags(CLI::App* cmd, SpecCliOptions& s);
 // The lookups in front of the draft model that the options ask for: None
 // without a draft model (-d ngram|suffix, or none) or with --no-draft-lookup.
 DraftLookup draft_lookup(const SpecCliOptions& s);

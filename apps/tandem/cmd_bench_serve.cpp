@@ -538,6 +538,7 @@ void run_bench_serve(const Opts& o) {
   nlohmann::json out;
   out["model"] = target->path();
   out["draft"] = spec.draft;
+  out["draft_quant"] = spec.draft_quant;
   out["k"] = spec.k == "auto" ? nlohmann::json("auto") : nlohmann::json(spec_options(spec).k);
   out["lookup"] = lookup;
   out["tree_extra"] = spec.tree;

@@ -333,7 +333,7 @@ void add_bench_spec_command(CLI::App* bench) {
   cmd->add_option("-d,--draft", o.spec.draft, "Draft model, or 'ngram'")->required();
   cmd->add_option("--draft-vocab", o.spec.draft_vocab,
                   "Draft model: propose only the first N token ids (default as for generate)");
-  add_lookup_flags(cmd, o.spec);
+  add_draft_model_flags(cmd, o.spec);
   cmd->add_option("-k", o.k_list, "Comma-separated draft lengths, 'auto' allowed")
       ->capture_default_str();
   cmd->add_option("--tree", o.tree_list,

@@ -22,13 +22,19 @@ void add_info_command(CLI::App& app) {
   struct Opts {
     std::string model;
     bool all_metadata = false;
+    std::string quant = "none";
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_option("-m,--model", opts->model, "GGUF file or Hugging Face directory")->required();
   cmd->add_flag("--metadata", opts->all_metadata, "Also print every GGUF metadata key");
+  cmd->add_option("--draft-quant", opts->quant,
+                  "Load the model as a draft model is loaded with this --draft-quant (q4_0 or "
+                  "none, the default here) and show what it requantizes")
+      ->check(CLI::IsMember({"q4_0", "none"}))
+      ->capture_default_str();
   cmd->callback([opts] {
     const Opts& o = *opts;
-    auto m = load_model(o.model);
+    auto m = Model::load(o.model, kernels::kernel_config_from_env(), parse_requantization(o.quant));
     const auto& c = m->config();
     fmt::print("model:          {}\n", m->path());
     fmt::print("format:         {}\n", m->format());
@@ -62,6 +68,9 @@ void add_info_command(CLI::App& app) {
     std::string type_list;
     for (const auto& [name, n] : types) type_list += fmt::format("{} {}  ", name, n);
     fmt::print("tensor types:   {}\n", type_list);
+    if (const auto& rq = m->requantized(); rq.matrices > 0)
+      fmt::print("requantized:    {} matrices to {}, {:.1f} MiB -> {:.1f} MiB, {:.2f} s\n",
+                 rq.matrices, o.quant, rq.file_bytes / 1048576.0, rq.bytes / 1048576.0, rq.seconds);
     const auto& pk = m->packing();
     if (pk.matrices > 0)
       fmt::print("packed:         {} matrices, {:.1f} MiB in the {} kernel's layout, {:.2f} s\n",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 
 #include "core/error.h"
 #include "io/gguf_reader.h"
@@ -16,7 +17,8 @@ namespace tandem {
 
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::load(const std::string& path, const kernels::KernelConfig& kernels) {
+std::unique_ptr<Model> Model::load(const std::string& path, const kernels::KernelConfig& kernels,
+                                   const std::optional<Requantization>& requant) {
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
   m->kernel_config_ = kernels;
@@ -43,6 +45,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const kernels::Kerne
     if (gguf->has("tokenizer.ggml.model")) m->tokenizer_ = Tokenizer::from_gguf(*gguf);
   }
   m->weights_ = bind_weights(m->config_, m->tensors_);
+  if (requant) m->requantize_matrices(*requant);
   m->pack_matrices();
   if (m->tokenizer_) {
     check(m->tokenizer_->vocab_size() <= m->config_.vocab_size,
@@ -53,6 +56,32 @@ std::unique_ptr<Model> Model::load(const std::string& path, const kernels::Kerne
   std::sort(m->stop_ids_.begin(), m->stop_ids_.end());
   m->stop_ids_.erase(std::unique(m->stop_ids_.begin(), m->stop_ids_.end()), m->stop_ids_.end());
   return m;
+}
+
+void Model::for_each_matrix(const std::function<void(TensorView&)>& fn) {
+  for (auto& L : weights_.layers)
+    for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) fn(*t);
+  fn(weights_.output);
+}
+
+void Model::requantize_matrices(const Requantization& r) {
+  const auto start = std::chrono::steady_clock::now();
+  ThreadPool pool(0);
+  auto convert = [&](TensorView& W) {
+    if (!requantizes(W, r.type)) return;
+    AlignedVector<uint8_t> data = requantize(W, r.type, pool);
+    requantized_.file_bytes += W.nbytes;
+    requantized_.bytes += data.size();
+    ++requantized_.matrices;
+    W.type = r.type;
+    W.data = data.data();
+    W.nbytes = data.size();
+    requantized_data_.push_back(std::move(data));  // moving a vector keeps its buffer
+  };
+  // A tied output gets its own copy: the embedding lookup still reads tok_embd.
+  for_each_matrix(convert);
+  requantized_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void Model::pack_matrices() {
@@ -67,9 +96,7 @@ void Model::pack_matrices() {
     ++packing_.matrices;
     packed_.push_back(std::move(copy));  // moving a vector keeps its buffer
   };
-  for (auto& L : weights_.layers)
-    for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*t);
-  pack(weights_.output);
+  for_each_matrix(pack);
   packing_.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

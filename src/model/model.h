@@ -1,14 +1,17 @@
 // A loaded model: configuration, weights (in place in the file's memory map),
 // tokenizer and chat template, from a GGUF file or a Hugging Face directory.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/aligned.h"
 #include "kernels/kernel_config.h"
 #include "model/config.h"
+#include "model/requantize.h"
 #include "model/tensor_set.h"
 #include "model/weights.h"
 
@@ -20,9 +23,11 @@ class Model {
  public:
   // path: a .gguf file or a Hugging Face model directory. `kernels` decides the
   // weights' packing, and transformers over the model run the kernels it names.
-  // Throws tandem::Error.
+  // `requant`: the matrices to requantize at load (model/requantize.h; a draft
+  // model's), none by default. Throws tandem::Error.
   static std::unique_ptr<Model> load(const std::string& path,
-                                     const kernels::KernelConfig& kernels = {});
+                                     const kernels::KernelConfig& kernels = {},
+                                     const std::optional<Requantization>& requant = std::nullopt);
   ~Model();
 
   const std::string& path() const { return path_; }
@@ -48,11 +53,23 @@ class Model {
     double seconds = 0;
   };
   const Packing& packing() const { return packing_; }
+  // The matrices requantized at load (none without `requant`), their bytes in
+  // the file and after, and the time it took.
+  struct Requantized {
+    int matrices = 0;
+    size_t file_bytes = 0;
+    size_t bytes = 0;
+    double seconds = 0;
+  };
+  const Requantized& requantized() const { return requantized_; }
   // Bytes of weights read for one token (every matrix once; the embedding row is negligible).
   size_t weight_bytes_per_token() const;
 
  private:
   Model() = default;
+  // fn on every matrix a token's pass multiplies by: the layers' and the output.
+  void for_each_matrix(const std::function<void(TensorView&)>& fn);
+  void requantize_matrices(const Requantization& r);
   void pack_matrices();
   std::string path_, format_;
   kernels::KernelConfig kernel_config_;
@@ -63,7 +80,10 @@ class Model {
   std::string chat_template_;
   std::vector<int> stop_ids_;
   std::vector<AlignedVector<uint8_t>> packed_;  // owns what weights_' packed point at
+  // Owns what requantized matrices' data point at.
+  std::vector<AlignedVector<uint8_t>> requantized_data_;
   Packing packing_;
+  Requantized requantized_;
 };
 
 }  // namespace tandem

@@ -29,7 +29,9 @@ Models load_models(Arch arch, int vocab, bool tokenizer) {
   s.vocab_size = vocab;
   s.with_tokenizer = tokenizer;
   Models m;
-  m.target = Model::load(write_synthetic_gguf(s, dir + "/target.gguf"));
+  const std::string target = write_synthetic_gguf(s, dir + "/target.gguf");
+  m.target = Model::load(target);
+  m.same_q4 = Model::load(target, {}, Requantization{});
   s.weight_type = DType::Q8_0;  // the same weights, rounded: a draft that mostly agrees
   m.same_q8 = Model::load(write_synthetic_gguf(s, dir + "/q8.gguf"));
   s.weight_type = DType::F32;
@@ -61,6 +63,9 @@ std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
   const int siblings = so.tree_extra, branches = so.tree_extra > 0 ? 4 : 1;
   if (kind == DraftKind::SameQuantized)
     d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo), 0,
+                                       siblings, forward_pass);
+  if (kind == DraftKind::SameRequantized)
+    d = std::make_unique<ModelDrafter>(*m.same_q4, *m.target, pool, engine_cache_config(eo), 0,
                                        siblings, forward_pass);
   if (kind == DraftKind::Other)
     d = std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo), 0,

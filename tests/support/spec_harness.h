@@ -1,5 +1,6 @@
-// Speculative decoding on synthetic models, for the tests: a target with two
-// drafts (the same weights rounded to Q8_0, and unrelated one-layer weights),
+// Speculative decoding on synthetic models, for the tests: a target with three
+// drafts (the same weights rounded to Q8_0 in the file, the same again
+// requantized to Q4_0 at load, and unrelated one-layer weights),
 // engines over any drafter, and the exact distribution sampling should follow.
 #pragma once
 #include <memory>
@@ -19,10 +20,21 @@ std::vector<std::vector<int>> spec_prompts(int vocab);
 // OtherLookup: the other draft model behind n-gram lookups (LookupFirstDrafter).
 // Suffix: lookups in the request's text and in the earlier requests' text of
 // the same run (suffix_drafter.h); OtherSuffixLookup: those in front of Other.
-enum class DraftKind { None, SameQuantized, Other, Ngram, OtherLookup, Suffix, OtherSuffixLookup };
+// SameRequantized: the target's file loaded as a draft model is by default
+// (model/requantize.h).
+enum class DraftKind {
+  None,
+  SameQuantized,
+  Other,
+  Ngram,
+  OtherLookup,
+  Suffix,
+  OtherSuffixLookup,
+  SameRequantized
+};
 
 struct Models {
-  std::unique_ptr<Model> target, same_q8, other;
+  std::unique_ptr<Model> target, same_q8, same_q4, other;
 };
 Models load_models(Arch arch, int vocab, bool tokenizer);
 

@@ -164,7 +164,8 @@ using Entries = std::map<std::string, std::string>;
 Entries run_matrix(const ModelSetup& s) {
   auto target = Model::load(test::cached_model(s.target));
   std::unique_ptr<Model> draft;
-  if (!s.draft.empty()) draft = Model::load(test::cached_model(s.draft));
+  // The draft loaded as the CLI loads it by default (--draft-quant q4_0).
+  if (!s.draft.empty()) draft = Model::load(test::cached_model(s.draft), {}, Requantization{});
   ThreadPool pool(0);
   auto vocab = structured::TokenVocabulary::from_tokenizer(target->require_tokenizer(),
                                                            target->config().vocab_size);

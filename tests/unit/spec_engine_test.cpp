@@ -29,8 +29,9 @@ TEST_P(GreedyParity, EveryDrafterAndKMatchesPlainDecoding) {
   std::vector<Request> reqs;
   for (auto& p : spec_prompts(384)) reqs.push_back(greedy_request(p, 128));
   auto plain = run(m, DraftKind::None, {}, reqs);
-  for (auto kind : {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram,
-                    DraftKind::OtherLookup, DraftKind::Suffix, DraftKind::OtherSuffixLookup}) {
+  for (auto kind :
+       {DraftKind::SameQuantized, DraftKind::SameRequantized, DraftKind::Other, DraftKind::Ngram,
+        DraftKind::OtherLookup, DraftKind::Suffix, DraftKind::OtherSuffixLookup}) {
     // The last two: draft trees (siblings of a draft model, several lookups).
     for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true},
                            SpecOptions{4, false, true, 6}, SpecOptions{8, true, true, 6}}) {
@@ -312,8 +313,8 @@ TEST(SeededSampling, SameTokensWhateverTheDrafterKTreeBatchAndThreads) {
     }
     const auto plain = run(m, DraftKind::None, {}, reqs);
     int drafted = 0, changed_by_seed = 0;
-    for (auto kind : {DraftKind::SameQuantized, DraftKind::Other, DraftKind::Ngram,
-                      DraftKind::OtherLookup, DraftKind::Suffix}) {
+    for (auto kind : {DraftKind::SameQuantized, DraftKind::SameRequantized, DraftKind::Other,
+                      DraftKind::Ngram, DraftKind::OtherLookup, DraftKind::Suffix}) {
       for (SpecOptions so : {SpecOptions{1, false}, SpecOptions{4, false}, SpecOptions{8, true},
                              SpecOptions{4, false, true, 6}, SpecOptions{8, true, true, 6}}) {
         for (auto [batch, threads] : {std::pair{1, 1}, std::pair{3, 2}}) {

@@ -97,4 +97,14 @@ TEST(SpecRealModels, QwenCoderPairGreedyParity) {
                    {12, true}, pool, &drafted);
   expect_same(plain, adaptive, "Qwen2.5-Coder 0.5B -> 1.5B, auto");
   EXPECT_GT(drafted, 0);
+  // The draft's matrices requantized to Q4_0 at load, as the CLI loads it by default.
+  auto q4 = Model::load(test::cached_model("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"), {},
+                        Requantization{});
+  EXPECT_GT(q4->requantized().matrices, 0);
+  drafted = 0;
+  auto requantized =
+      generate_all(*target, std::make_unique<ModelDrafter>(*q4, *target, pool, kv, 32768),
+                   {12, true}, pool, &drafted);
+  expect_same(plain, requantized, "Qwen2.5-Coder 0.5B in Q4_0 -> 1.5B, auto");
+  EXPECT_GT(drafted, 0);
 }

@@ -106,12 +106,25 @@ std::vector<int> prompt_ids(const Model& model, const PromptOptions& p) {
   return tok.encode(text, tok.add_bos() && !p.no_bos, false);
 }
 
+CLI::Validator draft_quant_check() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          parse_requantization(value);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "q4_0|none");
+}
+
 void add_draft_model_flags(CLI::App* cmd, SpecCliOptions& s) {
   cmd->add_option("--draft-quant", s.draft_quant,
                   "Draft model: requantize its matrices stored in more than 4.5 bits a weight "
                   "to q4_0 at load (the default: a cheaper draft step; the output is the "
                   "target's either way), or none (as the file has them)")
-      ->check(CLI::IsMember({"q4_0", "none"}))
+      ->check(draft_quant_check())
       ->capture_default_str();
   auto* on = cmd->add_flag("--draft-lookup", s.lookup,
                            "Draft model: propose an n-gram match from the text so far instead "

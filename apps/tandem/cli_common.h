@@ -96,6 +96,9 @@ struct SpecCliOptions {
   bool draft_always = false;                    // fixed K drafted every round, no opting out
 };
 void add_spec_options(CLI::App* cmd, SpecCliOptions& s);
+// --draft-quant's check: the values model/requantize.h's parse_requantization
+// takes (it owns the list), its error otherwise.
+CLI::Validator draft_quant_check();
 // The draft model's own options: --draft-quant, --draft-lookup, --no-draft-lookup
 // and --lookup (bench spec has its own -d and -k).
 void add_draft_model_flags(CLI::App* cmd, SpecCliOptions& s);

@@ -30,7 +30,7 @@ void add_info_command(CLI::App& app) {
   cmd->add_option("--draft-quant", opts->quant,
                   "Load the model as a draft model is loaded with this --draft-quant (q4_0 or "
                   "none, the default here) and show what it requantizes")
-      ->check(CLI::IsMember({"q4_0", "none"}))
+      ->check(draft_quant_check())
       ->capture_default_str();
   cmd->callback([opts] {
     const Opts& o = *opts;

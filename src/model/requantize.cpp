@@ -10,7 +10,7 @@ namespace tandem {
 std::optional<Requantization> parse_requantization(const std::string& value) {
   if (value == "none") return std::nullopt;
   if (value == "q4_0") return Requantization{DType::Q4_0};
-  fail("--draft-quant: '{}' is not one of q4_0, none", value);
+  fail("'{}' is not a draft quantization: q4_0 or none", value);
 }
 
 namespace {

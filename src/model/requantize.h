@@ -24,7 +24,8 @@ struct Requantization {
 };
 
 // --draft-quant's value: "none" (nullopt) or a type that requantize() makes
-// ("q4_0"). Throws tandem::Error naming the value otherwise.
+// ("q4_0"); the one list of the values. Throws tandem::Error naming the value
+// otherwise.
 std::optional<Requantization> parse_requantization(const std::string& value);
 
 // Whether W is requantized into `to`: stored in more bytes a weight than `to`

@@ -155,6 +155,9 @@ def main():
         expect_error("--lookup with --no-draft-lookup",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", "ngram",
                       "--no-draft-lookup", "--lookup", "suffix"], ["--no-draft-lookup", "--lookup"])
+        expect_error("unknown --draft-quant",
+                     ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", good,
+                      "--draft-quant", "q3_k"], ["--draft-quant", "q3_k", "q4_0", "none"])
         expect_error("missing draft model",
                      ["generate", "-m", good, "--ids", "1,2", "-n", "4", "-d", t / "nodraft.gguf"],
                      ["nodraft.gguf"])

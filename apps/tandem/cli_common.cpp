@@ -15,8 +15,9 @@
 
 namespace tandem::cli {
 
-std::unique_ptr<Model> load_model(const std::string& path) {
-  return Model::load(path, kernels::kernel_config_from_env());
+std::unique_ptr<Model> load_model(const std::string& path,
+                                  const std::optional<Requantization>& requant) {
+  return Model::load(path, kernels::kernel_config_from_env(), requant);
 }
 
 void add_prompt_options(CLI::App* cmd, PromptOptions& p) {

@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "kernels/kernel_config.h"
 #include "model/forward_pass.h"
+#include "model/requantize.h"
 #include "sampling/sampler.h"
 #include "speculative/drafter.h"
 #include "speculative/drafter_factory.h"
@@ -38,7 +39,9 @@ struct PromptOptions {
 // (TANDEM_KERNELS, TANDEM_PACK, TANDEM_PREFETCH, TANDEM_PREFETCH_PACKED; see
 // kernels/kernel_config.h): the one place the CLI reads them, once per model a
 // command loads (a draft model takes its target's configuration instead).
-std::unique_ptr<Model> load_model(const std::string& path);
+// requant: as Model::load's.
+std::unique_ptr<Model> load_model(const std::string& path,
+                                  const std::optional<Requantization>& requant = std::nullopt);
 
 void add_prompt_options(CLI::App* cmd, PromptOptions& p);
 // Prompt text (from -p or -f), rendered with the chat template when --chat, as ids.

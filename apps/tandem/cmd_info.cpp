@@ -34,7 +34,7 @@ void add_info_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([opts] {
     const Opts& o = *opts;
-    auto m = Model::load(o.model, kernels::kernel_config_from_env(), parse_requantization(o.quant));
+    auto m = load_model(o.model, parse_requantization(o.quant));
     const auto& c = m->config();
     fmt::print("model:          {}\n", m->path());
     fmt::print("format:         {}\n", m->format());

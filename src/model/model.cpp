@@ -45,8 +45,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, const kernels::Kerne
     if (gguf->has("tokenizer.ggml.model")) m->tokenizer_ = Tokenizer::from_gguf(*gguf);
   }
   m->weights_ = bind_weights(m->config_, m->tensors_);
-  if (requant) m->requantize_matrices(*requant);
-  m->pack_matrices();
+  ThreadPool pool(0);  // the load's own: requantizing and packing are parallel
+  if (requant) m->requantize_matrices(*requant, pool);
+  m->pack_matrices(pool);
   if (m->tokenizer_) {
     check(m->tokenizer_->vocab_size() <= m->config_.vocab_size,
           "{}: tokenizer has {} tokens but the model's vocabulary is {}", path,
@@ -64,9 +65,8 @@ void Model::for_each_matrix(const std::function<void(TensorView&)>& fn) {
   fn(weights_.output);
 }
 
-void Model::requantize_matrices(const Requantization& r) {
+void Model::requantize_matrices(const Requantization& r, ThreadPool& pool) {
   const auto start = std::chrono::steady_clock::now();
-  ThreadPool pool(0);
   auto convert = [&](TensorView& W) {
     if (!requantizes(W, r.type)) return;
     AlignedVector<uint8_t> data = requantize(W, r.type, pool);
@@ -84,9 +84,8 @@ void Model::requantize_matrices(const Requantization& r) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void Model::pack_matrices() {
+void Model::pack_matrices(ThreadPool& pool) {
   const auto start = std::chrono::steady_clock::now();
-  ThreadPool pool(0);
   auto pack = [&](TensorView& W) {
     AlignedVector<uint8_t> copy = kernels::pack_weights(W, kernel_config_, pool);
     if (copy.empty()) return;

@@ -44,24 +44,18 @@ class Model {
   // any eos ids from generation_config.json.
   const std::vector<int>& stop_ids() const { return stop_ids_; }
   bool is_stop(int id) const;
-  // The matrices copied at load into the matmul's preferred layout (see
-  // kernels::pack_weights), their bytes and the time it took.
-  struct Packing {
+  // Copies made of matrices at load: how many, their bytes, the bytes of the
+  // same matrices before (in the file, or as requantized) and the time it took.
+  struct MatrixCopies {
     int matrices = 0;
-    size_t bytes = 0;       // of the packed copies
-    size_t file_bytes = 0;  // of the same matrices in the file
-    double seconds = 0;
-  };
-  const Packing& packing() const { return packing_; }
-  // The matrices requantized at load (none without `requant`), their bytes in
-  // the file and after, and the time it took.
-  struct Requantized {
-    int matrices = 0;
-    size_t file_bytes = 0;
     size_t bytes = 0;
+    size_t file_bytes = 0;
     double seconds = 0;
   };
-  const Requantized& requantized() const { return requantized_; }
+  // The copies in the matmul's preferred layout (see kernels::pack_weights).
+  const MatrixCopies& packing() const { return packing_; }
+  // The matrices requantized at load (none without `requant`).
+  const MatrixCopies& requantized() const { return requantized_; }
   // Bytes of weights read for one token (every matrix once; the embedding row is negligible).
   size_t weight_bytes_per_token() const;
 
@@ -69,8 +63,8 @@ class Model {
   Model() = default;
   // fn on every matrix a token's pass multiplies by: the layers' and the output.
   void for_each_matrix(const std::function<void(TensorView&)>& fn);
-  void requantize_matrices(const Requantization& r);
-  void pack_matrices();
+  void requantize_matrices(const Requantization& r, ThreadPool& pool);
+  void pack_matrices(ThreadPool& pool);
   std::string path_, format_;
   kernels::KernelConfig kernel_config_;
   ModelConfig config_;
@@ -82,8 +76,8 @@ class Model {
   std::vector<AlignedVector<uint8_t>> packed_;  // owns what weights_' packed point at
   // Owns what requantized matrices' data point at.
   std::vector<AlignedVector<uint8_t>> requantized_data_;
-  Packing packing_;
-  Requantized requantized_;
+  MatrixCopies packing_;
+  MatrixCopies requantized_;
 };
 
 }  // namespace tandem

@@ -61,14 +61,12 @@ std::vector<RequestResult> run(const Models& m, DraftKind kind, SpecOptions so,
   std::unique_ptr<Drafter> d;
   // so.tree_extra > 0: the drafters build trees (siblings, several lookups).
   const int siblings = so.tree_extra, branches = so.tree_extra > 0 ? 4 : 1;
-  if (kind == DraftKind::SameQuantized)
-    d = std::make_unique<ModelDrafter>(*m.same_q8, *m.target, pool, engine_cache_config(eo), 0,
-                                       siblings, forward_pass);
-  if (kind == DraftKind::SameRequantized)
-    d = std::make_unique<ModelDrafter>(*m.same_q4, *m.target, pool, engine_cache_config(eo), 0,
-                                       siblings, forward_pass);
-  if (kind == DraftKind::Other)
-    d = std::make_unique<ModelDrafter>(*m.other, *m.target, pool, engine_cache_config(eo), 0,
+  const Model* draft_model = kind == DraftKind::SameQuantized     ? m.same_q8.get()
+                             : kind == DraftKind::SameRequantized ? m.same_q4.get()
+                             : kind == DraftKind::Other           ? m.other.get()
+                                                                  : nullptr;
+  if (draft_model)
+    d = std::make_unique<ModelDrafter>(*draft_model, *m.target, pool, engine_cache_config(eo), 0,
                                        siblings, forward_pass);
   if (kind == DraftKind::Ngram) d = std::make_unique<NgramDrafter>(4, 1, 0.5, branches);
   if (kind == DraftKind::OtherLookup)

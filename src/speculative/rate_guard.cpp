@@ -59,11 +59,13 @@ bool RateGuard::allows(int batch) {
   BatchState& s = state(batch);
   if (s.off) {
     if (++s.rounds_off < s.wait) return false;
-    // A trial: judged on its own rounds, not on the ones that lost before.
+    // A trial: judged on its own rounds, not on the ones that lost before; its
+    // cost starts from the credit a trial off in credit left.
     s.off = false;
     for (Faded& f : s.drafted) f = {};
     s.drafted_rounds = 0;
-    s.trial_cost_ms = 0;
+    s.trial_cost_ms = s.credit_ms;
+    s.credit_ms = 0;
     s.trial = ++trials_;
     return true;
   }
@@ -119,6 +121,11 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool sta
   if (drafted_over_plain(s) < tuning_.keep_above) {
     s.off = true;
     s.rounds_off = 0;
+    if (s.trial_cost_ms < 0) {  // in credit: a dip, not yet a loss
+      s.credit_ms = s.trial_cost_ms;
+      s.wait = tuning_.in_credit_wait;
+      return;
+    }
     ++s.failed_trials;
     const double plain_round_ms = batch / plain_rate(s, batch);
     const double paid_by = s.trial_cost_ms / (tuning_.trial_share * plain_round_ms);

@@ -70,6 +70,19 @@ struct RateGuardTuning {
   // beat plain netted against those that fell short: a verdict to keep
   // drafting on the way forgives none of it.
   double trial_share = 0.01;
+  // A loss verdict on a trial still in credit (its rounds so far, start-up
+  // included, delivered more than plain rounds would have in their time) is a
+  // dip of the recent rounds, not yet a loss: the batch size decodes plain for
+  // this many rounds and tries again with the credit carried over, without
+  // counting a failed trial. The verdict reads a window of about ten drafted
+  // rounds, whose tokens at one request vary by a third or more round to
+  // round: a window of hard text falls below keep_above now and then where
+  // drafting gains 1.4x on the whole (chat prompts on two cores: one bench
+  // serve rep of three decoded plain for about 90 of its 186 rounds, 1.25x
+  // against 1.38-1.40x; docs/decisions.md, "A trial in credit"). Losses that
+  // persist eat the credit, so flip-flopping costs at most what the trial had
+  // gained; then the schedule above applies.
+  int in_credit_wait = 8;
 };
 
 // `batch` below is whatever the policy keys its verdicts by: the engine's load
@@ -137,6 +150,7 @@ class RateGuard {
     int wait = 0;              // rounds off before the next trial
     int failed_trials = 0;     // trials in a row that lost
     double trial_cost_ms = 0;  // this trial's shortfall against the plain rate, gains netted
+    double credit_ms = 0;      // the credit (negative cost) a trial off in credit carries over
   };
   // Enough rounds of both kinds for a verdict: judge_after judged drafted
   // rounds, and the plain reference.

@@ -7,7 +7,8 @@
 // recent plain rounds and what recent drafted rounds delivered against them;
 // where drafted rounds fall below plain, that batch size decodes plain, and
 // tries drafting again only rarely (ever more rarely while the tries keep
-// losing).
+// losing); a trial that has so far gained more than it lost is only paused
+// (RateGuardTuning::in_credit_wait).
 //
 // A drafted round is held to plain rounds that decoded as many requests as it
 // did. A load's rounds do not all decode the whole load: while a new request
@@ -77,9 +78,9 @@ struct RateGuardTuning {
   // counting a failed trial. The verdict reads a window of about ten drafted
   // rounds, whose tokens at one request vary by a third or more round to
   // round: a window of hard text falls below keep_above now and then where
-  // drafting gains 1.4x on the whole (chat prompts on two cores: one bench
-  // serve rep of three decoded plain for about 90 of its 186 rounds, 1.25x
-  // against 1.38-1.40x; docs/decisions.md, "A trial in credit"). Losses that
+  // drafting gains 1.4x on the whole (docs/decisions.md, "A trial in credit":
+  // a simulation of one request's rounds, and a bench serve rep at 1.25x
+  // against 1.38-1.40x that drafted in about half its rounds). Losses that
   // persist eat the credit, so flip-flopping costs at most what the trial had
   // gained; then the schedule above applies.
   int in_credit_wait = 8;

@@ -59,13 +59,13 @@ bool RateGuard::allows(int batch) {
   BatchState& s = state(batch);
   if (s.off) {
     if (++s.rounds_off < s.wait) return false;
-    // A trial: judged on its own rounds, not on the ones that lost before; its
-    // cost starts from the credit a trial off in credit left.
+    // A trial: judged on its own rounds, not on the ones that lost before. Its
+    // cost starts from zero after a loss, and from the credit after a dip (the
+    // cost stands still while the batch size decodes plain).
     s.off = false;
     for (Faded& f : s.drafted) f = {};
     s.drafted_rounds = 0;
-    s.trial_cost_ms = s.credit_ms;
-    s.credit_ms = 0;
+    s.trial_cost_ms = std::min(s.trial_cost_ms, 0.0);
     s.trial = ++trials_;
     return true;
   }
@@ -122,7 +122,6 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool sta
     s.off = true;
     s.rounds_off = 0;
     if (s.trial_cost_ms < 0) {  // in credit: a dip, not yet a loss
-      s.credit_ms = s.trial_cost_ms;
       s.wait = tuning_.in_credit_wait;
       return;
     }

@@ -151,7 +151,6 @@ class RateGuard {
     int wait = 0;              // rounds off before the next trial
     int failed_trials = 0;     // trials in a row that lost
     double trial_cost_ms = 0;  // this trial's shortfall against the plain rate, gains netted
-    double credit_ms = 0;      // the credit (negative cost) a trial off in credit carries over
   };
   // Enough rounds of both kinds for a verdict: judge_after judged drafted
   // rounds, and the plain reference.

@@ -400,7 +400,7 @@ void register_all() {
       {{DType::Q4_K, DType::Q6_K},
        {{256, 1536}, {1536, 1536}, {2048, 1536}, {8960, 1536}, {896, 4864}}},
       {{DType::Q5_0, DType::Q4_0, DType::Q8_0},
-       {{1152, 896}, {4864, 896}, {9728, 896}, {8960, 1536}}}};
+       {{1152, 896}, {896, 896}, {4864, 896}, {9728, 896}, {896, 4864}, {8960, 1536}}}};
   for (const auto& [types, shapes] : small)
     for (DType t : types) {
       auto* b = benchmark::RegisterBenchmark(("MatmulSmall/" + std::string(dtype_name(t))).c_str(),

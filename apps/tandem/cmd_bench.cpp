@@ -128,6 +128,7 @@ struct DecodeOptions {
   int verify_reps = 10;
   bool profile = false;
   std::string kv = "f16";
+  std::string quant = "none";         // requantize at load, as --draft-quant does a draft
   std::vector<int> verify_positions;  // more verify widths to time, beside K+1
   std::vector<int> batches;           // decode steps of this many sequences at once
   DeviceCliOptions device;
@@ -191,7 +192,7 @@ void run_decode_bench(const DecodeOptions& o) {
   kernels::KernelConfig kernel_config = kernels::kernel_config_from_env();
   kernel_config.profile = o.profile;
   const auto load_t0 = Clock::now();
-  auto model = Model::load(o.model, kernel_config);
+  auto model = Model::load(o.model, kernel_config, parse_requantization(o.quant));
   const double load_s = seconds_since(load_t0);
   int widest = o.k + 1, max_batch = 1;
   for (int m : o.verify_positions) {
@@ -233,6 +234,9 @@ void run_decode_bench(const DecodeOptions& o) {
       "loaded in {:.2f} s (packed {} matrices, {:.1f} MB, in {:.2f} s); forward pass set up in "
       "{:.2f} s\n",
       load_s, packing.matrices, packing.bytes / 1e6, packing.seconds, pass_s);
+  if (const auto& rq = model->requantized(); rq.matrices > 0)
+    fmt::print("requantized {} matrices to {}: {:.1f} MB -> {:.1f} MB\n", rq.matrices, o.quant,
+               rq.file_bytes / 1e6, rq.bytes / 1e6);
   // Warm-up: page the weights in (they are used in place from the file's map).
   b.add_sequence(slot, ids.data(), 1, 0, false, true);
   tf.forward(b, cache, logits.data());
@@ -367,6 +371,7 @@ void run_decode_bench(const DecodeOptions& o) {
   j["simd"] = cpu ? cpu->kernels().name() : "none";
   j["device"] = o.device.device;
   j["kv_cache"] = o.kv;
+  j["quant"] = o.quant;
   j["packed_matrices"] = packing.matrices;
   j["pack_seconds"] = packing.seconds;
   j["prompt_tokens"] = o.prompt_tokens;
@@ -456,6 +461,9 @@ void add_bench_command(CLI::App& app) {
       "cuda, each kind of kernel with CUDA events, every pass eager");
   decode->add_option("--kv", o.kv, "KV cache type: f16 or f32 (default f16)")
       ->check(CLI::IsMember({"f16", "f32"}));
+  decode->add_option("--quant", o.quant,
+                     "Requantize the matrices at load as --draft-quant does a draft model "
+                     "(q4_0, or none, the default), to time a model as it drafts");
   add_device_options(decode, o.device);
   decode->callback([opts] { run_decode_bench(*opts); });
 

@@ -20,6 +20,13 @@ std::unique_ptr<Model> load_model(const std::string& path,
   return Model::load(path, kernels::kernel_config_from_env(), requant);
 }
 
+std::string requantized_line(const Model& model, const std::string& quant) {
+  const auto& rq = model.requantized();
+  if (rq.matrices == 0) return {};
+  return fmt::format("{} matrices to {}, {:.1f} MiB -> {:.1f} MiB, {:.2f} s", rq.matrices, quant,
+                     rq.file_bytes / 1048576.0, rq.bytes / 1048576.0, rq.seconds);
+}
+
 void add_prompt_options(CLI::App* cmd, PromptOptions& p) {
   cmd->add_option("-p,--prompt", p.prompt, "Prompt text");
   cmd->add_option("-f,--file", p.prompt_file, "Read the prompt from a file");

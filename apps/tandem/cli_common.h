@@ -42,6 +42,9 @@ struct PromptOptions {
 // requant: as Model::load's.
 std::unique_ptr<Model> load_model(const std::string& path,
                                   const std::optional<Requantization>& requant = std::nullopt);
+// What `model` requantized at load into `quant` (--draft-quant's or --quant's
+// value), as one line; empty when it requantized nothing.
+std::string requantized_line(const Model& model, const std::string& quant);
 
 void add_prompt_options(CLI::App* cmd, PromptOptions& p);
 // Prompt text (from -p or -f), rendered with the chat template when --chat, as ids.

@@ -234,9 +234,8 @@ void run_decode_bench(const DecodeOptions& o) {
       "loaded in {:.2f} s (packed {} matrices, {:.1f} MB, in {:.2f} s); forward pass set up in "
       "{:.2f} s\n",
       load_s, packing.matrices, packing.bytes / 1e6, packing.seconds, pass_s);
-  if (const auto& rq = model->requantized(); rq.matrices > 0)
-    fmt::print("requantized {} matrices to {}: {:.1f} MB -> {:.1f} MB\n", rq.matrices, o.quant,
-               rq.file_bytes / 1e6, rq.bytes / 1e6);
+  if (const std::string rq = requantized_line(*model, o.quant); !rq.empty())
+    fmt::print("requantized {}\n", rq);
   // Warm-up: page the weights in (they are used in place from the file's map).
   b.add_sequence(slot, ids.data(), 1, 0, false, true);
   tf.forward(b, cache, logits.data());
@@ -371,7 +370,7 @@ void run_decode_bench(const DecodeOptions& o) {
   j["simd"] = cpu ? cpu->kernels().name() : "none";
   j["device"] = o.device.device;
   j["kv_cache"] = o.kv;
-  j["quant"] = o.quant;
+  j["draft_quant"] = o.quant;
   j["packed_matrices"] = packing.matrices;
   j["pack_seconds"] = packing.seconds;
   j["prompt_tokens"] = o.prompt_tokens;
@@ -461,9 +460,11 @@ void add_bench_command(CLI::App& app) {
       "cuda, each kind of kernel with CUDA events, every pass eager");
   decode->add_option("--kv", o.kv, "KV cache type: f16 or f32 (default f16)")
       ->check(CLI::IsMember({"f16", "f32"}));
-  decode->add_option("--quant", o.quant,
-                     "Requantize the matrices at load as --draft-quant does a draft model "
-                     "(q4_0, or none, the default), to time a model as it drafts");
+  decode
+      ->add_option("--draft-quant", o.quant,
+                   "Load the model as a draft model is loaded with this --draft-quant (q4_0 "
+                   "or none, the default here), to time a model as it drafts")
+      ->check(draft_quant_check());
   add_device_options(decode, o.device);
   decode->callback([opts] { run_decode_bench(*opts); });
 

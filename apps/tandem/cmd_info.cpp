@@ -68,9 +68,8 @@ void add_info_command(CLI::App& app) {
     std::string type_list;
     for (const auto& [name, n] : types) type_list += fmt::format("{} {}  ", name, n);
     fmt::print("tensor types:   {}\n", type_list);
-    if (const auto& rq = m->requantized(); rq.matrices > 0)
-      fmt::print("requantized:    {} matrices to {}, {:.1f} MiB -> {:.1f} MiB, {:.2f} s\n",
-                 rq.matrices, o.quant, rq.file_bytes / 1048576.0, rq.bytes / 1048576.0, rq.seconds);
+    if (const std::string rq = requantized_line(*m, o.quant); !rq.empty())
+      fmt::print("requantized:    {}\n", rq);
     const auto& pk = m->packing();
     if (pk.matrices > 0)
       fmt::print("packed:         {} matrices, {:.1f} MiB in the {} kernel's layout, {:.2f} s\n",

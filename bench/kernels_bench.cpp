@@ -366,6 +366,65 @@ void BM_GumbelArgmax(benchmark::State& state) {
         kernels::gumbel_argmax(x.data(), nullptr, V, max, scale, {42, pos++}, top));
 }
 
+// A decode step's matmuls at Qwen2.5-1.5B's shapes, all Q4_K in the packed
+// layout: per layer Q/K/V in one call, the attention output, gate and up in one
+// call, down; 28 layers, each with its own matrices (about 27 MB a layer, so the
+// step reads memory as the model's does). Against Matmul's one long stream, the
+// difference is what the model's sequence of calls costs.
+void BM_DecodeMatmuls(benchmark::State& state) {
+  constexpr int kLayers = 28;
+  constexpr int64_t d = 1536, kv = 256, ff = 8960;
+  struct Layer {
+    std::vector<uint8_t> q, k, v, o, gate, up, down;
+    AlignedVector<uint8_t> pq, pk, pv, po, pgate, pup, pdown;
+    TensorView wq, wk, wv, wo, wgate, wup, wdown;
+  };
+  std::mt19937 rng(7);
+  const DType t = DType::Q4_K;
+  auto make = [&](int64_t K, int64_t N, std::vector<uint8_t>& raw, AlignedVector<uint8_t>& packed,
+                  TensorView& view) {
+    const size_t row_bytes = dtype_row_bytes(t, K);
+    const std::vector<uint8_t> seed = random_rows(t, K, 64, rng);
+    raw.resize(row_bytes * N);
+    for (int64_t r = 0; r < N; r += 64)
+      std::memcpy(raw.data() + r * row_bytes, seed.data(),
+                  std::min<int64_t>(64, N - r) * row_bytes);
+    view = view_of(t, K, N, raw.data(), raw.size());
+    packed = kernels::pack_weights(view, config(), pool());
+    view.packed = packed.empty() ? nullptr : packed.data();
+    return packed.empty() ? raw.size() : packed.size();
+  };
+  std::vector<std::unique_ptr<Layer>> layers;
+  size_t bytes = 0;
+  for (int l = 0; l < kLayers; ++l) {
+    auto L = std::make_unique<Layer>();
+    bytes += make(d, d, L->q, L->pq, L->wq) + make(d, kv, L->k, L->pk, L->wk) +
+             make(d, kv, L->v, L->pv, L->wv) + make(d, d, L->o, L->po, L->wo) +
+             make(d, ff, L->gate, L->pgate, L->wgate) + make(d, ff, L->up, L->pup, L->wup) +
+             make(ff, d, L->down, L->pdown, L->wdown);
+    layers.push_back(std::move(L));
+  }
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(ff), q(d), k(kv), v(kv), o(d), gate(ff), up(ff), down(d);
+  for (auto& e : x) e = dist(rng);
+  const auto kern = make_kernels(pool(), 1, ff);
+  for (auto _ : state) {
+    for (const auto& L : layers) {
+      const TensorView* qkv[] = {&L->wq, &L->wk, &L->wv};
+      float* qkv_y[] = {q.data(), k.data(), v.data()};
+      kern->matmul_multi(qkv, 3, x.data(), 1, qkv_y);
+      kern->matmul(L->wo, x.data(), 1, o.data());
+      const TensorView* gu[] = {&L->wgate, &L->wup};
+      float* gu_y[] = {gate.data(), up.data()};
+      kern->matmul_multi(gu, 2, x.data(), 1, gu_y);
+      kern->matmul(L->wdown, x.data(), 1, down.data());
+    }
+    benchmark::DoNotOptimize(down.data());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 void register_all() {
   for (DType t :
        {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
@@ -411,6 +470,9 @@ void register_all() {
 #if defined(__x86_64__)
   benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond);
 #endif
+  benchmark::RegisterBenchmark("DecodeMatmuls", BM_DecodeMatmuls)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("GumbelArgmax", BM_GumbelArgmax)
       ->ArgNames({"sd", "peak", "T%"})
       ->Args({2, 0, 100})

@@ -226,9 +226,13 @@ void run_decode_bench(const DecodeOptions& o) {
   AlignedVector<float> logits(static_cast<size_t>(std::max(widest, max_batch)) * V);
   ForwardBatch b;
 
-  fmt::print("model {} ({}), {} threads, {} {}, KV cache {}\n", o.model, model->format(),
-             pool.size(), cpu ? "SIMD" : "device", cpu ? cpu->kernels().name() : o.device.device,
-             o.kv);
+  const bool non_temporal =
+      kernels::non_temporal_streams(kernel_config.stream_prefetch, kernels::this_cpu());
+  fmt::print(
+      "model {} ({}), {} threads, {} {}{}, KV cache {}\n", o.model, model->format(), pool.size(),
+      cpu ? "SIMD" : "device", cpu ? cpu->kernels().name() : o.device.device,
+      cpu ? (non_temporal ? " (weights read once: prefetchnta)" : " (weights: prefetcht1)") : "",
+      o.kv);
   const auto& packing = model->packing();
   fmt::print(
       "loaded in {:.2f} s (packed {} matrices, {:.1f} MB, in {:.2f} s); forward pass set up in "
@@ -368,6 +372,7 @@ void run_decode_bench(const DecodeOptions& o) {
   j["model"] = o.model;
   j["threads"] = pool.size();
   j["simd"] = cpu ? cpu->kernels().name() : "none";
+  if (cpu) j["stream_prefetch"] = non_temporal ? "nta" : "l2";
   j["device"] = o.device.device;
   j["kv_cache"] = o.kv;
   j["draft_quant"] = o.quant;

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <string_view>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "core/error.h"
 
 namespace tandem::kernels {
@@ -39,11 +43,58 @@ KernelConfig kernel_config_from_env(const std::function<const char*(const char*)
     c.prefetch_bytes = parse_bytes("TANDEM_PREFETCH", v);
   if (const char* v = lookup("TANDEM_PREFETCH_PACKED"))
     c.prefetch_packed_bytes = parse_bytes("TANDEM_PREFETCH_PACKED", v);
+  if (const char* v = lookup("TANDEM_STREAM_PREFETCH")) {
+    const std::string_view s(v);
+    check(s == "auto" || s == "l2" || s == "nta",
+          "TANDEM_STREAM_PREFETCH={}: expected auto (chosen per CPU), l2 (prefetcht1) or nta "
+          "(prefetchnta)",
+          v);
+    c.stream_prefetch = s == "l2"    ? StreamPrefetch::L2
+                        : s == "nta" ? StreamPrefetch::NonTemporal
+                                     : StreamPrefetch::Auto;
+  }
   return c;
 }
 
 KernelConfig kernel_config_from_env() {
   return kernel_config_from_env([](const char* name) { return std::getenv(name); });
+}
+
+const char* stream_prefetch_name(StreamPrefetch s) {
+  switch (s) {
+    case StreamPrefetch::L2:
+      return "l2";
+    case StreamPrefetch::NonTemporal:
+      return "nta";
+    default:
+      return "auto";
+  }
+}
+
+CpuIdentity this_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const CpuIdentity cpu = [] {
+    static char vendor[13] = {};
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return CpuIdentity{"", 0};
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return CpuIdentity{vendor, 0};
+    // Family: bits 8-11, plus the extended family (bits 20-27) where those read 15.
+    int family = static_cast<int>((a >> 8) & 0xf);
+    if (family == 0xf) family += static_cast<int>((a >> 20) & 0xff);
+    return CpuIdentity{vendor, family};
+  }();
+  return cpu;
+#else
+  return CpuIdentity{"", 0};
+#endif
+}
+
+bool non_temporal_streams(StreamPrefetch choice, const CpuIdentity& cpu) {
+  if (choice != StreamPrefetch::Auto) return choice == StreamPrefetch::NonTemporal;
+  return std::strcmp(cpu.vendor, "AuthenticAMD") == 0 && cpu.family >= 26;
 }
 
 }  // namespace tandem::kernels

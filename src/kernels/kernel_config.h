@@ -8,6 +8,14 @@
 
 namespace tandem::kernels {
 
+// How the quantized matmuls prefetch weights that a call reads only once (one
+// tile of activation rows: decode steps, verify passes of up to 8 rows): into
+// L2 (prefetcht1), or non-temporally (prefetchnta), which keeps the stream from
+// evicting what the step reads again (the KV cache, the small kernels' code and
+// data) out of L2 and L3. Auto: per CPU, kernels::non_temporal_streams
+// (docs/decisions.md, "Weights read once, prefetched non-temporally").
+enum class StreamPrefetch { Auto, L2, NonTemporal };
+
 struct KernelConfig {
   // The scalar reference kernels instead of the SIMD ones (debugging, A/B
   // comparisons); the weights are then not repacked.
@@ -27,6 +35,8 @@ struct KernelConfig {
   // compute nearly covers its streaming time, and a shorter lead leaves the
   // matmul slower (docs/decisions.md, "Software prefetch").
   int64_t prefetch_packed_bytes = 8192;
+  // Where the weights that a call reads once are prefetched to (above).
+  StreamPrefetch stream_prefetch = StreamPrefetch::Auto;
   // Time every kernel call (kernels/profiling_kernels.h): `bench decode --profile`.
   bool profile = false;
 };
@@ -38,9 +48,28 @@ struct KernelConfig {
 //   TANDEM_PACK=0|1                pack
 //   TANDEM_PREFETCH=bytes          prefetch_bytes
 //   TANDEM_PREFETCH_PACKED=bytes   prefetch_packed_bytes
+//   TANDEM_STREAM_PREFETCH=auto|l2|nta  stream_prefetch
 // Throws tandem::Error naming the variable for a value it cannot use.
 KernelConfig kernel_config_from_env(const std::function<const char*(const char*)>& lookup);
 // The same from the process environment (std::getenv).
 KernelConfig kernel_config_from_env();
+
+// The name of a StreamPrefetch as TANDEM_STREAM_PREFETCH spells it.
+const char* stream_prefetch_name(StreamPrefetch s);
+
+// A CPU as cpuid names it: vendor string and family (base plus extended), e.g.
+// {"AuthenticAMD", 26} for Zen 5, {"GenuineIntel", 6}.
+struct CpuIdentity {
+  const char* vendor;
+  int family;
+};
+// This machine's ({"", 0} where cpuid is not available).
+CpuIdentity this_cpu();
+
+// Whether weights read once are prefetched non-temporally: `choice`, or for
+// Auto, the measured choice for `cpu`. Non-temporal on AMD family 26 (Zen 5),
+// where a decode step of Qwen2.5-1.5B reads at 88.5% of the machine's measured
+// bandwidth against 83.5% into L2; into L2 elsewhere until measured there.
+bool non_temporal_streams(StreamPrefetch choice, const CpuIdentity& cpu);
 
 }  // namespace tandem::kernels

@@ -539,6 +539,33 @@ TEST(PackedMatmulShapes, OnlyWholePanelsOfPackableTypes) {
             !kernels::cpu::packed_kernel_available());
 }
 
+// Prefetching the weights non-temporally or into L2 (KernelConfig::stream_prefetch)
+// moves only where cache lines go: every result is bit-identical, packed or in
+// the file's layout, for one tile of rows (where the hint applies) and for more.
+TEST_P(PackedMatmul, StreamPrefetchLeavesResultsBitIdentical) {
+  const DType t = GetParam();
+  const int64_t K = is_k_quant(t) ? 768 : 576, N = 48;
+  auto W = random_matrix(t, K, N, 23);
+  ThreadPool pool(2);
+  const AlignedVector<uint8_t> packed = kernels::pack_weights(W.view, {}, pool);
+  TensorView view = W.view;
+  view.packed = packed.empty() ? nullptr : packed.data();
+  const kernels::KernelLimits limits{.max_rows = 32, .max_k = 1024};
+  auto l2 =
+      kernels::Kernels::create({.stream_prefetch = kernels::StreamPrefetch::L2}, pool, limits);
+  auto nta = kernels::Kernels::create({.stream_prefetch = kernels::StreamPrefetch::NonTemporal},
+                                      pool, limits);
+  for (const TensorView& v : {view, W.view})
+    for (int M : {1, 6, 8, 9, 20}) {
+      const auto x = random_rows(M, K, 29);
+      std::vector<float> a(M * N), b(M * N);
+      l2->matmul(v, x.data(), M, a.data());
+      nta->matmul(v, x.data(), M, b.data());
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << dtype_name(t) << (v.packed ? " packed" : " file layout") << ", " << M << " rows";
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(PackedTypes, PackedMatmul,
                          ::testing::Values(DType::Q4_K, DType::Q6_K, DType::Q4_0, DType::Q4_1,
                                            DType::Q5_0, DType::Q8_0),

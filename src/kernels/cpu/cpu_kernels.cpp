@@ -12,6 +12,7 @@ CpuKernels::CpuKernels(const KernelConfig& config, ThreadPool& pool, const Kerne
       fn_(target_kernels(config.simd_target)),
       prefetch_bytes_(config.prefetch_bytes),
       prefetch_packed_bytes_(config.prefetch_packed_bytes),
+      non_temporal_(non_temporal_streams(config.stream_prefetch, this_cpu())),
       workers_(pool.size()) {
   q8_.reserve(limits.max_rows, limits.max_k, 32);
   q8k_.reserve(limits.max_rows, limits.max_k, 256);

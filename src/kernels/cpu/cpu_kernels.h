@@ -37,7 +37,8 @@ class CpuKernels final : public Kernels {
  private:
   TargetKernels fn_;
   int64_t prefetch_bytes_, prefetch_packed_bytes_;  // KernelConfig's
-  QActs q8_, q8k_;  // (max_rows, max_k) a matmul's input, quantized per 32 and per 256
+  bool non_temporal_;  // KernelConfig::stream_prefetch, resolved for this CPU
+  QActs q8_, q8k_;     // (max_rows, max_k) a matmul's input, quantized per 32 and per 256
   std::vector<WorkerScratch> workers_;  // (pool threads) indexed by thread
   // attend_batch's jobs, and the index of each call's first (KV head, tile) pair
   // among all of the calls' pairs, then their count (grown as needed; one call

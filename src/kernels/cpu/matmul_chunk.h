@@ -32,6 +32,10 @@ struct MatmulChunk {
   int64_t ldy;
   WorkerScratch* scratch = nullptr;  // the buffers of the thread running the chunk
   int64_t prefetch_bytes = 0;        // how far ahead to prefetch the weights (0: off)
+  // Weights that the kernel reads once (one tile of activation rows) may be
+  // prefetched non-temporally (KernelConfig::stream_prefetch); the kernel
+  // decides whether its tiling reads them once.
+  bool non_temporal = false;
 };
 
 // Which activation form a weight type's kernel consumes.

@@ -77,6 +77,7 @@ struct MatmulPlan {
   const QActs* q8;
   const QActs* q8k;
   int64_t prefetch_bytes, prefetch_packed_bytes;
+  bool non_temporal;
 
   void run(int64_t index, WorkerScratch& scratch) const {
     int i = 0;
@@ -102,6 +103,7 @@ struct MatmulPlan {
     c.ldy = ldy > 0 ? ldy : W.ne(1);
     c.scratch = &scratch;
     c.prefetch_bytes = c.packed ? prefetch_packed_bytes : prefetch_bytes;
+    c.non_temporal = non_temporal;
     if (c.packed) return fn->matmul_packed(c);  // any packed type, either activation form
     switch (kind) {
       case ActKind::Float:
@@ -142,7 +144,8 @@ void CpuKernels::matmul_rows(const TensorView* const* Ws, int count, const float
                   &q8_,
                   &q8k_,
                   prefetch_bytes_,
-                  prefetch_packed_bytes_};
+                  prefetch_packed_bytes_,
+                  non_temporal_};
   for (int i = 0; i < count; ++i) plan.total_chunks += (Ws[i]->ne(1) + plan.cols - 1) / plan.cols;
   // The job captures one reference, so that std::function keeps it without
   // allocating.

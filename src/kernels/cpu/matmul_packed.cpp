@@ -41,7 +41,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
 // Highway ops only: the raw intrinsics this file needs (vpdpbusd, vpmaddubsw,
-// prefetcht1) are the shared helpers of simd_dot-inl.h.
+// prefetcht1 and prefetchnta) are the shared helpers of simd_dot-inl.h.
 //
 // Activation rows per tile: 3 accumulators each, in 32 registers (AVX3_DL) or 16
 // (AVX2).
@@ -59,24 +59,35 @@ using VU8 = hn::Vec<DU8>;
 using VI32 = hn::Vec<DI32>;
 using VF = hn::Vec<DF>;
 
-// The weights a record will read `ahead` bytes from now, prefetched into L2 in
-// `Parts` slices, one slice per step of its computation, so that requests to
-// memory keep flowing while a record computes: issued as one burst at the start
-// of each record they do not overlap with its computation, and a matrix
-// streamed at several activation rows costs its streaming plus all of the rows'
-// compute (docs/decisions.md, "Prefetches spread over a record").
+// How a tile prefetches the weight stream: `bytes` ahead of the record it
+// computes (0: it does not; only a panel's first tile does), non-temporally
+// where no later tile reads the panel again (PackedChunk).
+struct StreamLead {
+  int64_t bytes = 0;
+  bool non_temporal = false;
+};
+
+// The weights a record will read `lead.bytes` from now, prefetched in `Parts`
+// slices, one slice per step of its computation, so that requests to memory
+// keep flowing while a record computes: issued as one burst at the start of
+// each record they do not overlap with its computation, and a matrix streamed
+// at several activation rows costs its streaming plus all of the rows' compute
+// (docs/decisions.md, "Prefetches spread over a record").
 template <size_t Bytes, int Parts>
 class RecordPrefetch {
  public:
-  RecordPrefetch(const uint8_t* rec, int64_t ahead) : at_(ahead > 0 ? rec + ahead : nullptr) {}
+  RecordPrefetch(const uint8_t* rec, StreamLead lead)
+      : at_(lead.bytes > 0 ? rec + lead.bytes : nullptr), non_temporal_(lead.non_temporal) {}
   HWY_INLINE void part(int k) const {
     if (!at_) return;
-    for (size_t l = kLines * k / Parts; l < kLines * (k + 1) / Parts; ++l) PrefetchL2(at_ + 64 * l);
+    for (size_t l = kLines * k / Parts; l < kLines * (k + 1) / Parts; ++l)
+      PrefetchStream(at_ + 64 * l, non_temporal_);
   }
 
  private:
   static constexpr size_t kLines = (Bytes + 63) / 64;
   const uint8_t* at_;
+  bool non_temporal_;
 };
 
 // Four activation bytes (one step) of activation row r, as a broadcast operand.
@@ -208,7 +219,7 @@ struct Records {
 // half at 64i + 8s + 4.
 template <int R>
 HWY_NOINLINE void PanelQ4K(const uint8_t* panel, Records span, const TileActs<R>& x, PartAt at,
-                           int64_t prefetch, float* y, int64_t ldy) {
+                           StreamLead prefetch, float* y, int64_t ldy) {
   // Short tiles take two chains per row (lower and upper half of a sub-block), so
   // that the dot-product latency is hidden; integer sums, so the split cannot
   // change a result.
@@ -278,7 +289,7 @@ HWY_NOINLINE void PanelQ4K(const uint8_t* panel, Records span, const TileActs<R>
 // one that is not keeps the chains in memory instead of registers.
 template <int R>
 HWY_NOINLINE void PanelQ6K(const uint8_t* panel, Records span, const TileActs<R>& x, PartAt at,
-                           int64_t prefetch, float* y, int64_t ldy) {
+                           StreamLead prefetch, float* y, int64_t ldy) {
   constexpr bool kPairs = R < 4;
   const DU8 du8;
   const DI32 di32;
@@ -401,7 +412,7 @@ HWY_INLINE VU8 BitTo4(VU8 v) {
 
 template <int R, DType T>
 HWY_NOINLINE void PanelLegacy(const uint8_t* panel, Records span, const TileActs<R>& x, PartAt at,
-                              int64_t prefetch, float* y, int64_t ldy) {
+                              StreamLead prefetch, float* y, int64_t ldy) {
   using Rec = LegacyRecord<T>;
   const DU8 du8;
   const DI32 di32;
@@ -504,7 +515,7 @@ constexpr int64_t kSpanBytes = 4096;
 
 template <int R>
 HWY_INLINE void PanelPart(DType type, const uint8_t* panel, Records span, const TileActs<R>& acts,
-                          PartAt at, int64_t prefetch, float* y, int64_t ldy) {
+                          PartAt at, StreamLead prefetch, float* y, int64_t ldy) {
   switch (type) {
     case DType::Q4_K:
       return PanelQ4K<R>(panel, span, acts, at, prefetch, y, ldy);
@@ -525,7 +536,7 @@ HWY_INLINE void PanelPart(DType type, const uint8_t* panel, Records span, const 
 // columns of part p start at y + kLanes p.
 template <int R>
 HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, const QActs& x, int m0,
-                          int64_t prefetch, float* y, int64_t ldy) {
+                          StreamLead prefetch, float* y, int64_t ldy) {
   const TileActs<R> acts(x, m0);
   const int64_t step =
       kParts == 1 || R > 2
@@ -535,7 +546,8 @@ HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, con
     const Records span{begin, std::min(records, begin + step)};
     for (int p = 0; p < kParts; ++p) {
       const PartAt at(p);
-      PanelPart<R>(type, panel, span, acts, at, p == 0 ? prefetch : 0, y + at.bytes, ldy);
+      PanelPart<R>(type, panel, span, acts, at, p == 0 ? prefetch : StreamLead{}, y + at.bytes,
+                   ldy);
     }
   }
 }
@@ -543,7 +555,7 @@ HWY_INLINE void PanelTile(DType type, const uint8_t* panel, int64_t records, con
 // Tiles of 1..kMaxTile rows (a compile-time R each).
 template <int R = kMaxTile>
 HWY_INLINE void TileOf(int rows, DType type, const uint8_t* panel, int64_t records, const QActs& x,
-                       int m0, int64_t prefetch, float* y, int64_t ldy) {
+                       int m0, StreamLead prefetch, float* y, int64_t ldy) {
   if constexpr (R > 1) {
     if (rows < R) return TileOf<R - 1>(rows, type, panel, records, x, m0, prefetch, y, ldy);
   }
@@ -551,19 +563,23 @@ HWY_INLINE void TileOf(int rows, DType type, const uint8_t* panel, int64_t recor
 }
 
 // Panels of columns [n0, n1); every tile of activation rows takes a panel in turn
-// while it is in L1/L2 (the first tile prefetches the stream ahead).
+// while it is in L1/L2 (the first tile prefetches the stream ahead). Where one
+// tile reads each panel once and whole (one tile, one part), the stream may be
+// prefetched non-temporally (c.non_temporal); where later tiles or an AVX2
+// panel's second part read it again, it goes to L2.
 void PackedChunk(const MatmulChunk& c) {
   const int64_t nsb = c.K / packed_record_elements(c.type);  // records per panel
-  const int64_t prefetch = c.prefetch_bytes;
-  // The stream's first `prefetch` bytes up front; then each record fetches the
+  const bool once = kParts == 1 && c.m1 - c.m0 <= kMaxTile;
+  const StreamLead lead{c.prefetch_bytes, c.non_temporal && once};
+  // The stream's first `lead.bytes` up front; then each record fetches the
   // bytes that far ahead of it.
   const uint8_t* first = packed_panel(c.packed, c.type, c.K, c.n0 / kPanelRows);
-  for (int64_t off = 0; off < prefetch; off += 64) PrefetchL2(first + off);
+  for (int64_t off = 0; off < lead.bytes; off += 64) PrefetchStream(first + off, lead.non_temporal);
   for (int64_t n = c.n0; n < c.n1; n += kPanelRows) {
     const uint8_t* panel = packed_panel(c.packed, c.type, c.K, n / kPanelRows);
     for (int m = c.m0; m < c.m1; m += kMaxTile) {
       const int rows = std::min(kMaxTile, c.m1 - m);
-      const int64_t ahead = m == c.m0 ? prefetch : 0;
+      const StreamLead ahead = m == c.m0 ? lead : StreamLead{};
       TileOf(rows, c.type, panel, nsb, *c.acts, m, ahead, c.y + m * c.ldy + n, c.ldy);
     }
   }

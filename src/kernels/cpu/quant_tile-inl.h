@@ -16,9 +16,9 @@
 //   straight into registers (4 zmm of codes, a and b), and TileColumns applies
 //   it to a tile of up to kMaxTile activation rows whose accumulators stay in
 //   registers across the whole weight row (tiles of one or two rows take two
-//   columns at a time, for independent work). The weights are prefetched into L2
-//   ahead of use; a legacy row's last partial chunk of at most 4 blocks runs at
-//   half width.
+//   columns at a time, for independent work). The weights are prefetched ahead
+//   of use, into L2 or, where one tile reads them once, non-temporally; a legacy
+//   row's last partial chunk of at most 4 blocks runs at half width.
 // - Every other SIMD target: the weight row is unpacked into an L1 buffer in the
 //   same form (UnpackedRow) and each activation row takes its dot product with it
 //   (DotUnpacked), lane-exact integer dot products from simd_dot-inl.h.
@@ -248,7 +248,7 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
     xs[r] = x.row_gsum(m0 + r);
     xd[r] = x.row_gd(m0 + r);
   }
-  // Software prefetch (into L2) of the weight row `ahead` columns on, the lines
+  // Software prefetch of the weight row `ahead` columns on, the lines
   // that start within each chunk: neither the out-of-order window nor the
   // hardware prefetchers keep enough cache misses in flight to stream the
   // weights from DRAM at full speed (docs/decisions.md, "Software prefetch").
@@ -256,6 +256,9 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
   const int64_t ahead =
       distance == 0 ? 0 : std::max<int64_t>(C, (distance + c.row_bytes - 1) / c.row_bytes);
   const int64_t prefetch_stride = static_cast<int64_t>(ahead * c.row_bytes);
+  // Non-temporally where this tile is the chunk's only one (RegisterColumns), so
+  // that no other tile reads the weights again (MatmulChunk::non_temporal).
+  const bool non_temporal = c.non_temporal && c.m1 - c.m0 <= kMaxTile;
   // (The lambdas must inline: out of line they would take the accumulators through
   // memory.)
   auto prefetch = [&](const uint8_t* row, int64_t from_byte, int64_t to_byte)
@@ -263,14 +266,14 @@ HWY_NOINLINE void TileColumns(const Dec& dec, RowShape shape, const MatmulChunk&
     const uintptr_t from = reinterpret_cast<uintptr_t>(row + prefetch_stride + from_byte);
     const uintptr_t to = reinterpret_cast<uintptr_t>(row + prefetch_stride + to_byte);
     for (uintptr_t line = (from + 63) & ~uintptr_t{63}; line < to; line += 64)
-      PrefetchL2(reinterpret_cast<const uint8_t*>(line));
+      PrefetchStream(reinterpret_cast<const uint8_t*>(line), non_temporal);
   };
   // The steady state prefetches row n + ahead while working on row n: the first
   // `ahead` rows of the range are fetched up front.
   if (prefetch_stride > 0) {
     const uint8_t* first = c.w + n0 * c.row_bytes;
     const int64_t bytes = std::min(n1 - n0, ahead) * static_cast<int64_t>(c.row_bytes);
-    for (int64_t off = 0; off < bytes; off += 64) PrefetchL2(first + off);
+    for (int64_t off = 0; off < bytes; off += 64) PrefetchStream(first + off, non_temporal);
   }
   for (int64_t n = n0; n < n1; n += C) {
     std::array<const uint8_t*, C> w;

@@ -9,7 +9,8 @@
 // are small enough.
 //
 // It also holds, in one block, the raw x86 intrinsics that several kernel files
-// share (vpdpbusd, vpmaddubsw and vpmaddwd, prefetcht1, vcvtph2ps on a scalar).
+// share (vpdpbusd, vpmaddubsw and vpmaddwd, prefetcht1 and prefetchnta, vcvtph2ps
+// on a scalar).
 #if defined(TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
 #undef TANDEM_KERNELS_CPU_SIMD_DOT_INL_H_
@@ -39,6 +40,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 // prefetcht1 (into L2, not L1): hwy::Prefetch only emits prefetcht0.
 HWY_INLINE void PrefetchL2(const void* p) {
   _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+}
+// A weight stream's line: prefetchnta where it is read once and the CPU gains
+// from it (MatmulChunk::non_temporal), else prefetcht1.
+HWY_INLINE void PrefetchStream(const void* p, bool non_temporal) {
+  if (non_temporal)
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_NTA);
+  else
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 }
 #endif
 

@@ -58,17 +58,17 @@ double CostAwareStop::reach(const Draft& draft, size_t n) const {
   return p;
 }
 
-double CostAwareStop::extra_position_ms(int drafted_per_request) const {
-  const int m = positions_ + drafting_ * drafted_per_request;
+double CostAwareStop::extra_position_ms(int drafted) const {
+  const int m = positions_ + drafted;
   return std::max(0.0, costs_.verify_ms(m + 1) - costs_.verify_ms(m));
 }
 
-bool CostAwareStop::keep_drafting(size_t i, const Draft& draft) const {
+bool CostAwareStop::keep_drafting(size_t i, const Draft& draft, int sharing, int drafted) const {
   const size_t s = draft.tokens.size();
   if (draft.confidence.size() < s || i >= next_alpha_.size()) return true;
-  // A draft step is shared by the requests drafting in it.
-  const double cost_ms =
-      costs_.draft_step_ms(drafting_) / drafting_ + extra_position_ms(static_cast<int>(s));
+  // A draft step is shared by the requests that take it.
+  sharing = std::max(sharing, 1);
+  const double cost_ms = costs_.draft_step_ms(sharing) / sharing + extra_position_ms(drafted);
   const double gain = reach(draft, s) * next_alpha_[i];
   return gain >= cost_ms * tokens_per_ms_;
 }
@@ -82,7 +82,9 @@ void CostAwareStop::trim(std::vector<Draft>& drafts) const {
     // sampling exact.
     if (d.confidence.size() < n || !d.q.empty()) continue;
     // Token n adds one token exactly when the target accepts all n.
-    while (n > 0 && reach(d, n) < extra_position_ms(static_cast<int>(n) - 1) * tokens_per_ms_) --n;
+    while (n > 0 &&
+           reach(d, n) < extra_position_ms(drafting_ * (static_cast<int>(n) - 1)) * tokens_per_ms_)
+      --n;
     d.prune(static_cast<int>(n), static_cast<int>(d.tokens.size()));
   }
 }

@@ -353,7 +353,29 @@ void ModelDrafter::choose_tokens(std::span<const DraftContext> reqs, int step,
     if (!j.context.empty()) j.context.push_back(t);
     ++j.position;
     if (j.constraint) j.constraint->advance(t);
-    if (stop && j.k > step + 1 && !stop->keep_drafting(j.i, d)) j.k = step + 1;
+  }
+  if (stop) decide_next_step(out, step, *stop);
+}
+
+// Which drafts go on to step + 1. The step costs the same however many take it,
+// so each request's share depends on how many others go on: asked with the
+// number still going, and asked again after others stop, until none stops
+// (requests only drop out, so this ends).
+void ModelDrafter::decide_next_step(const std::vector<Draft>& out, int step,
+                                    const DraftStop& stop) {
+  int going = 0, drafted = 0;
+  for (const Job& j : jobs()) {
+    going += j.k > step + 1;
+    drafted += static_cast<int>(out[j.i].tokens.size());
+  }
+  for (bool stopped = true; stopped && going > 0;) {
+    stopped = false;
+    for (Job& j : jobs())
+      if (j.k > step + 1 && !stop.keep_drafting(j.i, out[j.i], going, drafted)) {
+        j.k = step + 1;
+        --going;
+        stopped = true;
+      }
   }
 }
 

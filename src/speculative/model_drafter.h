@@ -105,6 +105,7 @@ class ModelDrafter final : public Drafter, public DraftCostHints, public DraftMe
   void timed_forward(int step, StepTimes& times);
   void choose_tokens(std::span<const DraftContext> reqs, int step, std::vector<Draft>& out,
                      const DraftStop* stop);
+  void decide_next_step(const std::vector<Draft>& out, int step, const DraftStop& stop);
   // Turn one row of draft logits into the next draft token for req (and its q,
   // and with `confident` its confidence), within the job's constraint. Returns
   // -1 when the constraint allows none of the ids the draft may propose.

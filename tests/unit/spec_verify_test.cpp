@@ -315,16 +315,16 @@ TEST(DraftStop, DraftsOnWhileTheNextTokenPaysForItself) {
   Draft d;
   d.tokens = {7, 8};
   d.confidence = {0.97f, 0.97f};  // reach 0.95: keep going
-  EXPECT_TRUE(stop.keep_drafting(0, d));
+  EXPECT_TRUE(stop.keep_drafting(0, d, 1, 2));
   d.confidence = {0.97f, 0.32f};  // reach 0.31: 0.25 expected
-  EXPECT_FALSE(stop.keep_drafting(0, d));
+  EXPECT_FALSE(stop.keep_drafting(0, d, 1, 2));
   // A faster engine asks more of each token.
   CostAwareStop fast(cal, costs, {0.8}, 1, 1, 0.4);
   d.confidence = {0.97f, 0.97f};
-  EXPECT_FALSE(fast.keep_drafting(0, d));
+  EXPECT_FALSE(fast.keep_drafting(0, d, 1, 2));
   // Without confidences there is nothing to judge by.
   d.confidence.clear();
-  EXPECT_TRUE(fast.keep_drafting(0, d));
+  EXPECT_TRUE(fast.keep_drafting(0, d, 1, 2));
 }
 
 TEST(DraftStop, NeverAsksLessThanPlainDecodingsRate) {
@@ -343,7 +343,7 @@ TEST(DraftStop, NeverAsksLessThanPlainDecodingsRate) {
   Draft d;
   d.tokens = {7, 8};
   d.confidence = {0.97f, 0.75f};
-  EXPECT_FALSE(stop.keep_drafting(0, d));
+  EXPECT_FALSE(stop.keep_drafting(0, d, 4, 8));
   // Where plain decoding is slower still (0.01 token/ms), the recent rate
   // rules, and at 0.02 token/ms the same token pays (0.14 needed).
   CostModel slow;
@@ -352,9 +352,29 @@ TEST(DraftStop, NeverAsksLessThanPlainDecodingsRate) {
   slow.record_draft_step(4, 8.0);
   CostAwareStop slow_stop(cal, slow, alpha, 4, 4, 0.02);
   EXPECT_DOUBLE_EQ(slow_stop.bar(), 0.02);
-  EXPECT_TRUE(slow_stop.keep_drafting(0, d));
+  EXPECT_TRUE(slow_stop.keep_drafting(0, d, 4, 8));
   // A faster engine asks more.
   EXPECT_DOUBLE_EQ(CostAwareStop(cal, costs, alpha, 4, 4, 0.3).bar(), 0.3);
+}
+
+// A draft step costs what it costs however many requests take it: with three of
+// four requests stopped, the one that drafts on pays the whole step.
+TEST(DraftStop, ALoneStepIsChargedWhole) {
+  ConfidenceCalibration cal;  // acceptance = the confidence bucket's midpoint
+  CostModel costs;            // 4 requests: 40 ms a plain pass, +1 ms per position
+  costs.record_verify(4, 40.0);
+  costs.record_verify(12, 48.0);
+  costs.record_draft_step(4, 8.0);  // and about as much for one request alone
+  costs.record_draft_step(1, 7.0);
+  const std::vector<double> alpha(4, 0.8);
+  CostAwareStop stop(cal, costs, alpha, 4, 4, 0.1);
+  Draft d;
+  d.tokens = {7};
+  d.confidence = {0.97f};  // reach 0.975 x next alpha 0.8 = 0.78 expected
+  // Shared by four: 2 ms of the step and 1 ms of verifying, 0.3 tokens at 0.1
+  // token/ms: it pays. Taken alone: 7 + 1 ms, 0.8 tokens: it does not.
+  EXPECT_TRUE(stop.keep_drafting(0, d, 4, 4));
+  EXPECT_FALSE(stop.keep_drafting(0, d, 1, 4));
 }
 
 TEST(DraftStop, TrimsOnlyGreedyDrafts) {

@@ -372,7 +372,9 @@ void run_decode_bench(const DecodeOptions& o) {
   j["model"] = o.model;
   j["threads"] = pool.size();
   j["simd"] = cpu ? cpu->kernels().name() : "none";
-  if (cpu) j["stream_prefetch"] = non_temporal ? "nta" : "l2";
+  if (cpu)
+    j["stream_prefetch"] = kernels::stream_prefetch_name(
+        non_temporal ? kernels::StreamPrefetch::NonTemporal : kernels::StreamPrefetch::L2);
   j["device"] = o.device.device;
   j["kv_cache"] = o.kv;
   j["draft_quant"] = o.quant;

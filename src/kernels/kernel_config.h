@@ -10,10 +10,10 @@ namespace tandem::kernels {
 
 // How the quantized matmuls prefetch weights that a call reads only once (one
 // tile of activation rows: decode steps, verify passes of up to 8 rows): into
-// L2 (prefetcht1), or non-temporally (prefetchnta), which keeps the stream from
-// evicting what the step reads again (the KV cache, the small kernels' code and
-// data) out of L2 and L3. Auto: per CPU, kernels::non_temporal_streams
-// (docs/decisions.md, "Weights read once, prefetched non-temporally").
+// L2 (prefetcht1), or non-temporally (prefetchnta), which keeps the stream out
+// of L2 and so, on AMD, out of L3, which is filled by what leaves L2. Auto: per
+// CPU, kernels::non_temporal_streams (docs/decisions.md, "Weights read once,
+// prefetched non-temporally").
 enum class StreamPrefetch { Auto, L2, NonTemporal };
 
 struct KernelConfig {

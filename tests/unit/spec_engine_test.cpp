@@ -10,6 +10,7 @@
 #include "engine/prompt_logits.h"
 #include "model/model.h"
 #include "speculative/draft_hints.h"
+#include "speculative/draft_stop.h"
 #include "speculative/lookup_first_drafter.h"
 #include "speculative/model_drafter.h"
 #include "speculative/ngram_drafter.h"
@@ -117,6 +118,37 @@ TEST(ModelDrafterPrefix, AttachesWhatEarlierRequestsPublishedAndDraftsTheSame) {
   alone.sync(cb2[0], d_alone[0], 0);
   alone.propose(cb2, k, d_alone);
   EXPECT_EQ(d_sharing[0].tokens, d_alone[0].tokens);
+}
+
+// The draft stop is asked how many requests take the next step: a request that
+// drafts on only while it shares the step is asked again when the others stop,
+// and stops too (ModelDrafter::decide_next_step).
+TEST(ModelDrafterStop, AskedAgainWhenOthersStop) {
+  Models m = load_models(Arch::Qwen2, 384, true);
+  ThreadPool pool(1);
+  KVCacheConfig kv;
+  kv.n_slots = 4;
+  kv.n_ctx = 256;
+  ModelDrafter drafter(*m.same_q8, *m.target, pool, kv);
+  // Request 0 drafts on while at least two take the step; request 1 never goes on.
+  struct SharedOnly final : DraftStop {
+    mutable std::vector<std::pair<size_t, int>> asked;
+    bool keep_drafting(size_t i, const Draft&, int sharing, int) const override {
+      asked.emplace_back(i, sharing);
+      return i == 0 && sharing >= 2;
+    }
+  } stop;
+  const std::vector<int> a = pseudo_random_ids(30, 384, 11), b = pseudo_random_ids(30, 384, 12);
+  SamplingParams sp;  // greedy
+  const std::vector<DraftContext> reqs{{1, a, &sp}, {2, b, &sp}};
+  const std::vector<int> k{4, 4};
+  std::vector<Draft> out;
+  drafter.propose(reqs, k, out, &stop);
+  EXPECT_EQ(out[0].tokens.size(), 1u) << "it went on alone";
+  EXPECT_EQ(out[1].tokens.size(), 1u);
+  // Both asked with two going; request 1 stops; request 0 asked again with one.
+  const std::vector<std::pair<size_t, int>> want{{0, 2}, {1, 2}, {0, 1}};
+  EXPECT_EQ(stop.asked, want);
 }
 
 // End to end on a paged engine with prefix caching: requests that share a

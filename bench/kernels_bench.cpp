@@ -52,17 +52,20 @@ const kernels::KernelConfig& config() {
   return c;
 }
 
-// Qwen2.5-1.5B's attention heads.
+// Qwen2.5-1.5B's attention heads, and Qwen2.5-0.5B's (the draft model's: heads
+// of 64, seven to a KV head).
 const kernels::AttentionShape kQwenHeads{12, 2, 128, 1.0f / std::sqrt(128.0f)};
+const kernels::AttentionShape kQwenDraftHeads{14, 2, 64, 1.0f / std::sqrt(64.0f)};
 
 // Kernels of that configuration on `threads`, with scratch for M rows of up to K
-// and kQwenHeads.
-std::unique_ptr<kernels::Kernels> make_kernels(ThreadPool& threads, int M, int64_t K) {
+// and attention of `heads`.
+std::unique_ptr<kernels::Kernels> make_kernels(ThreadPool& threads, int M, int64_t K,
+                                               const kernels::AttentionShape& heads = kQwenHeads) {
   return kernels::Kernels::create(config(), threads,
                                   {.max_rows = M,
                                    .max_k = K,
-                                   .head_dim = kQwenHeads.head_dim,
-                                   .max_group = kQwenHeads.n_heads / kQwenHeads.n_kv_heads});
+                                   .head_dim = heads.head_dim,
+                                   .max_group = heads.n_heads / heads.n_kv_heads});
 }
 
 constexpr int64_t kK = 4096;
@@ -263,10 +266,12 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VnniPeak(benchmar
 #endif
 
 // One decode step's attention: 1 (or K+1) query rows over a cache of `ctx`
-// positions, Qwen2.5-1.5B's shape (12 query heads over 2 KV heads of 128).
+// positions, Qwen2.5-1.5B's shape (12 query heads over 2 KV heads of 128), or
+// with hd:64 Qwen2.5-0.5B's (14 over 2 of 64).
 void BM_Attention(benchmark::State& state) {
   const int ctx = static_cast<int>(state.range(0)), n_q = static_cast<int>(state.range(1));
-  KVCacheShape shape{1, 2, 128};
+  const kernels::AttentionShape& ash = state.range(3) == 64 ? kQwenDraftHeads : kQwenHeads;
+  KVCacheShape shape{1, ash.n_kv_heads, ash.head_dim};
   ContiguousKVCache cache(shape, 1, ctx + n_q, DType::F16);
   const int slot = cache.allocate();
   std::mt19937 rng(3);
@@ -278,12 +283,11 @@ void BM_Attention(benchmark::State& state) {
     for (auto& e : v) e = dist(rng);
     cache.store(slot, 0, p, k.data(), v.data());
   }
-  const kernels::AttentionShape& ash = kQwenHeads;
-  std::vector<float> q(size_t(n_q) * 12 * 128), out(q.size());
+  std::vector<float> q(size_t(n_q) * ash.n_heads * ash.head_dim), out(q.size());
   for (auto& e : q) e = dist(rng);
   std::vector<int> pos(n_q);
   for (int i = 0; i < n_q; ++i) pos[i] = ctx + i;
-  const auto kernels = make_kernels(pool(), n_q, 0);
+  const auto kernels = make_kernels(pool(), n_q, 0, ash);
   const bool cold = state.range(2) != 0;
   std::vector<uint8_t> evict(cold ? target_bytes() : 0, 1);
   for (auto _ : state) {
@@ -481,21 +485,26 @@ void register_all() {
       ->Args({3, 15, 100})
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("Attention", BM_Attention)
-      ->ArgNames({"ctx", "n_q", "cold"})
-      ->Args({16, 1, 0})
-      ->Args({160, 1, 0})
-      ->Args({512, 1, 0})
-      ->Args({512, 6, 0})
-      ->Args({4096, 1, 0})
-      ->Args({4096, 6, 0})
+      ->ArgNames({"ctx", "n_q", "cold", "hd"})
+      ->Args({16, 1, 0, 128})
+      ->Args({160, 1, 0, 128})
+      ->Args({512, 1, 0, 128})
+      ->Args({512, 6, 0, 128})
+      ->Args({4096, 1, 0, 128})
+      ->Args({4096, 6, 0, 128})
+      ->Args({160, 1, 0, 64})
+      ->Args({512, 1, 0, 64})
+      ->Args({512, 6, 0, 64})
       ->Unit(benchmark::kMicrosecond)
       ->UseRealTime();
   // From memory, as in a decode step, whose weights have pushed the cache out
   // of L3: a fixed number of iterations, as each is timed apart from the eviction.
   benchmark::RegisterBenchmark("Attention", BM_Attention)
-      ->ArgNames({"ctx", "n_q", "cold"})
-      ->Args({160, 1, 1})
-      ->Args({512, 1, 1})
+      ->ArgNames({"ctx", "n_q", "cold", "hd"})
+      ->Args({160, 1, 1, 128})
+      ->Args({512, 1, 1, 128})
+      ->Args({160, 1, 1, 64})
+      ->Args({512, 1, 1, 64})
       ->Iterations(2000)
       ->Unit(benchmark::kMicrosecond)
       ->UseRealTime();

@@ -274,12 +274,18 @@ HWY_INLINE void AccumulateChunk(float* o, const VF vc, const float* p, const flo
   for (int i = 0; i < NV; ++i) hn::StoreU(acc[i], df, o + i * L);
 }
 
+// The widest chunks first: each vector's chain is n dependent FMAs, so a head
+// of 64 values taken one vector at a time waited on four chains in turn (heads
+// of 64: Qwen2.5-0.5B, Llama-3.2-1B; docs/decisions.md, "Attention for heads
+// of 64"). A lane's terms come in the same order whatever the chunk.
 HWY_INLINE void AccumulateValues(float* o, float c, const float* p, const float* v, int n, int hd) {
   const DF df;
   const int L = static_cast<int>(hn::Lanes(df));
   const VF vc = hn::Set(df, c);
   int d = 0;
   for (; d + 8 * L <= hd; d += 8 * L) AccumulateChunk<8>(o + d, vc, p, v + d, n, hd);
+  if (d + 4 * L <= hd) AccumulateChunk<4>(o + d, vc, p, v + d, n, hd), d += 4 * L;
+  if (d + 2 * L <= hd) AccumulateChunk<2>(o + d, vc, p, v + d, n, hd), d += 2 * L;
   for (; d + L <= hd; d += L) AccumulateChunk<1>(o + d, vc, p, v + d, n, hd);
   for (; d < hd; ++d) {
     float acc = o[d] * c;
@@ -368,8 +374,14 @@ void AttendTile(const Job& job, int g, int r0, int r1, WorkerScratch& scratch) {
     PrefetchRows(rows[b ^ 1], size_t(hd) * ValueBytes(kv));
     LoadKeysTransposed(cur, kv, hd, krow.data(), ktbuf.data());
     for (int j = 0; j < cur.n; ++j) LoadHead(cur.v[j], kv, hd, &vbuf[size_t(j) * hd]);
-    // Pairs (row i, head hh) in order, kPairs at a time; rows that end before
-    // this block are skipped.
+    // Pairs (row i, head hh) in order, in groups of at most kPairs as even as
+    // they go (7 as 4 + 3, not 6 + 1: a group of one is two FMA chains, which
+    // wait on their latency); rows that end before this block are skipped. A
+    // pair's scores do not depend on its group (ScorePairs).
+    int active = 0;
+    for (int i = r0; i < r1; ++i) active += job.pos[i] >= p0 ? group : 0;
+    const int batches = (active + kPairs - 1) / kPairs;
+    const int per_batch = batches > 0 ? (active + batches - 1) / batches : kPairs;
     Pair pairs[kPairs];
     int count = 0;
     auto flush = [&]() {
@@ -383,7 +395,7 @@ void AttendTile(const Job& job, int g, int r0, int r1, WorkerScratch& scratch) {
       pairs[count++] = Pair{job.q + i * q_stride + size_t(h) * hd,
                             std::min(p1, job.pos[i] + 1) - p0,  // keys of this block row i sees
                             &state[pid], &obuf[size_t(pid) * hd]};
-      if (count == kPairs) flush();
+      if (count == per_batch) flush();
     }
     if (count > 0) flush();
   }

@@ -298,6 +298,68 @@ HWY_INLINE void AccumulateValues(float* o, float c, const float* p, const float*
 // (two per pair) and 32 registers, 8 with 8 lanes.
 constexpr int kPairs = HWY_LANES(float) >= 16 ? 6 : 4;
 
+// The block's value rows added to NP pairs that see the same n keys, NV
+// vectors of their heads from value d on: each value row's vectors are loaded
+// once for all NP pairs (once per pair in AccumulateValues), and the NP * NV
+// chains are independent. A lane adds the same terms in the same order as
+// AccumulateChunk, so the outputs are the same bits.
+template <int NP, int NV>
+HWY_INLINE void AccumulatePairsChunk(const Pair* pairs, const float* c, float (*sc)[kKeyBlock],
+                                     const float* v, int n, int hd, int d) {
+  const DF df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  VF acc[NP][NV];
+#pragma GCC unroll 8
+  for (int k = 0; k < NP; ++k) {
+    const VF ck = hn::Set(df, c[k]);
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) acc[k][i] = hn::Mul(hn::LoadU(df, pairs[k].o + d + i * L), ck);
+  }
+  for (int j = 0; j < n; ++j) {
+    VF vj[NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) vj[i] = hn::LoadU(df, v + size_t(j) * hd + d + i * L);
+#pragma GCC unroll 8
+    for (int k = 0; k < NP; ++k) {
+      const VF pj = hn::Set(df, sc[k][j]);
+#pragma GCC unroll 8
+      for (int i = 0; i < NV; ++i) acc[k][i] = hn::MulAdd(vj[i], pj, acc[k][i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < NP; ++k)
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) hn::StoreU(acc[k][i], df, pairs[k].o + d + i * L);
+}
+
+// AccumulatePairsChunk for the first `count` (1..NP) pairs.
+template <int NP, int NV>
+HWY_INLINE void AccumulateFirstPairs(int count, const Pair* pairs, const float* c,
+                                     float (*sc)[kKeyBlock], const float* v, int n, int hd, int d) {
+  if constexpr (NP > 1)
+    if (count < NP) return AccumulateFirstPairs<NP - 1, NV>(count, pairs, c, sc, v, n, hd, d);
+  AccumulatePairsChunk<NP, NV>(pairs, c, sc, v, n, hd, d);
+}
+
+// Every pair's output rescaled by c[k] and the block's value rows added
+// (AccumulateValues). With 16 lanes, pairs that see the same keys (all of a
+// decode row's heads) and heads of a multiple of 64 values take the value
+// rows together, four vectors of six pairs at a time (24 of the 32 registers).
+HWY_INLINE void AccumulateBlockValues(const Pair* pairs, int count, const float* c,
+                                      float (*sc)[kKeyBlock], const float* v, int hd) {
+  const int L = static_cast<int>(hn::Lanes(hn::ScalableTag<float>()));
+  bool same_keys = L == 16;
+  for (int k = 1; k < count && same_keys; ++k) same_keys = pairs[k].n == pairs[0].n;
+  if (same_keys && hd % (4 * L) == 0) {
+    // Four vectors of the heads at a time, six pairs in 24 accumulators.
+    for (int d = 0; d < hd; d += 4 * L)
+      for (int k0 = 0; k0 < count; k0 += 6)
+        AccumulateFirstPairs<6, 4>(count - k0, pairs + k0, c + k0, sc + k0, v, pairs[0].n, hd, d);
+    return;
+  }
+  for (int k = 0; k < count; ++k) AccumulateValues(pairs[k].o, c[k], sc[k], v, pairs[k].n, hd);
+}
+
 // One key block for `count` pairs: pair k's first n scores sc[k] (the rest
 // masked) turned into weights in place, its running max and denominator
 // updated, its output rescaled and the block's value rows added. Each stage
@@ -339,7 +401,7 @@ HWY_INLINE void OnlineSoftmaxBlock(float (*sc)[kKeyBlock], const Pair* pairs, in
     st.denom = st.denom * c[k] + hn::GetLane(hn::SumOfLanes(df, vsum));
     st.max = new_max[k];
   }
-  for (int k = 0; k < count; ++k) AccumulateValues(pairs[k].o, c[k], sc[k], v, pairs[k].n, hd);
+  AccumulateBlockValues(pairs, count, c, sc, v, hd);
 }
 
 void AttendTile(const Job& job, int g, int r0, int r1, WorkerScratch& scratch) {

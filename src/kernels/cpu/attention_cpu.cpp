@@ -253,56 +253,11 @@ HWY_INLINE void ScoreFirstPairs(int count, const Pair* pairs, const float* kt, i
   ScorePairs<NP>(pairs, kt, hd, scale, out);
 }
 
-// o = o * c + p[0] v[0] + p[1] v[1] + ... + p[n-1] v[n-1] over hd values, the
-// terms added in that order; up to 8 vectors of o stay in registers over all n
-// value rows instead of being loaded and stored once per row.
-template <int NV>
-HWY_INLINE void AccumulateChunk(float* o, const VF vc, const float* p, const float* v, int n,
-                                int hd) {
-  const DF df;
-  const int L = static_cast<int>(hn::Lanes(df));
-  VF acc[NV];
-#pragma GCC unroll 8
-  for (int i = 0; i < NV; ++i) acc[i] = hn::Mul(hn::LoadU(df, o + i * L), vc);
-  for (int j = 0; j < n; ++j) {
-    const VF pj = hn::Set(df, p[j]);
-#pragma GCC unroll 8
-    for (int i = 0; i < NV; ++i)
-      acc[i] = hn::MulAdd(hn::LoadU(df, v + size_t(j) * hd + i * L), pj, acc[i]);
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < NV; ++i) hn::StoreU(acc[i], df, o + i * L);
-}
-
-// The widest chunks first: each vector's chain is n dependent FMAs, so a head
-// of 64 values taken one vector at a time waited on four chains in turn (heads
-// of 64: Qwen2.5-0.5B, Llama-3.2-1B; docs/decisions.md, "Attention for heads
-// of 64"). A lane's terms come in the same order whatever the chunk.
-HWY_INLINE void AccumulateValues(float* o, float c, const float* p, const float* v, int n, int hd) {
-  const DF df;
-  const int L = static_cast<int>(hn::Lanes(df));
-  const VF vc = hn::Set(df, c);
-  int d = 0;
-  for (; d + 8 * L <= hd; d += 8 * L) AccumulateChunk<8>(o + d, vc, p, v + d, n, hd);
-  if (d + 4 * L <= hd) AccumulateChunk<4>(o + d, vc, p, v + d, n, hd), d += 4 * L;
-  if (d + 2 * L <= hd) AccumulateChunk<2>(o + d, vc, p, v + d, n, hd), d += 2 * L;
-  for (; d + L <= hd; d += L) AccumulateChunk<1>(o + d, vc, p, v + d, n, hd);
-  for (; d < hd; ++d) {
-    float acc = o[d] * c;
-    for (int j = 0; j < n; ++j) acc = std::fma(v[size_t(j) * hd + d], p[j], acc);
-    o[d] = acc;
-  }
-}
-
-// (row, head) pairs scored together: 12 independent FMA chains with 16 lanes
-// (two per pair) and 32 registers, 8 with 8 lanes.
-constexpr int kPairs = HWY_LANES(float) >= 16 ? 6 : 4;
-
-// The block's value rows added to NP pairs that see the same n keys, NV
-// vectors of their heads from value d on: each value row's vectors are loaded
-// once for all NP pairs (once per pair in AccumulateValues), and the NP * NV
-// chains are independent. A lane adds the same terms in the same order as
-// AccumulateChunk, so the outputs are the same bits.
+// For NP pairs that see the same n keys, NV vectors of their heads from value d
+// on: o = o * c + p[0] v[0] + p[1] v[1] + ... + p[n-1] v[n-1] (p: the pair's
+// weights sc[k]), the terms added in that order whatever NP and NV, so a lane's
+// bits do not depend on them. The NP * NV accumulators stay in registers over
+// all n value rows, each row's vectors loaded once for all NP pairs.
 template <int NP, int NV>
 HWY_INLINE void AccumulatePairsChunk(const Pair* pairs, const float* c, float (*sc)[kKeyBlock],
                                      const float* v, int n, int hd, int d) {
@@ -341,23 +296,46 @@ HWY_INLINE void AccumulateFirstPairs(int count, const Pair* pairs, const float* 
   AccumulatePairsChunk<NP, NV>(pairs, c, sc, v, n, hd, d);
 }
 
-// Every pair's output rescaled by c[k] and the block's value rows added
-// (AccumulateValues). With 16 lanes, pairs that see the same keys (all of a
-// decode row's heads) and heads of a multiple of 64 values take the value
-// rows together, four vectors of six pairs at a time (24 of the 32 registers).
+// One pair's output (pair->o, its weights sc[0]), the widest chunks first: each
+// vector's chain is n dependent FMAs, so a head of 64 values taken one vector
+// at a time waited on four chains in turn (docs/decisions.md, "Attention for
+// heads of 64").
+HWY_INLINE void AccumulateValues(const Pair* pair, const float* c, float (*sc)[kKeyBlock],
+                                 const float* v, int hd) {
+  const int L = static_cast<int>(hn::Lanes(DF()));
+  const int n = pair->n;
+  int d = 0;
+  for (; d + 8 * L <= hd; d += 8 * L) AccumulatePairsChunk<1, 8>(pair, c, sc, v, n, hd, d);
+  if (d + 4 * L <= hd) AccumulatePairsChunk<1, 4>(pair, c, sc, v, n, hd, d), d += 4 * L;
+  if (d + 2 * L <= hd) AccumulatePairsChunk<1, 2>(pair, c, sc, v, n, hd, d), d += 2 * L;
+  for (; d + L <= hd; d += L) AccumulatePairsChunk<1, 1>(pair, c, sc, v, n, hd, d);
+  for (; d < hd; ++d) {
+    float acc = pair->o[d] * c[0];
+    for (int j = 0; j < n; ++j) acc = std::fma(v[size_t(j) * hd + d], sc[0][j], acc);
+    pair->o[d] = acc;
+  }
+}
+
+// (row, head) pairs scored together: 12 independent FMA chains with 16 lanes
+// (two per pair) and 32 registers, 8 with 8 lanes.
+constexpr int kPairs = HWY_LANES(float) >= 16 ? 6 : 4;
+
+// Every pair's output rescaled by c[k] and the block's value rows added. With
+// 16 lanes, the pairs of a block (at most kPairs) that see the same keys (all
+// of a decode row's heads) take the value rows together where heads are a
+// multiple of 64 values: four vectors of every pair at a time, 24 of the 32
+// registers. Elsewhere each pair on its own (AccumulateValues).
 HWY_INLINE void AccumulateBlockValues(const Pair* pairs, int count, const float* c,
                                       float (*sc)[kKeyBlock], const float* v, int hd) {
-  const int L = static_cast<int>(hn::Lanes(hn::ScalableTag<float>()));
-  bool same_keys = L == 16;
+  const int L = static_cast<int>(hn::Lanes(DF()));
+  bool same_keys = HWY_LANES(float) >= 16;
   for (int k = 1; k < count && same_keys; ++k) same_keys = pairs[k].n == pairs[0].n;
   if (same_keys && hd % (4 * L) == 0) {
-    // Four vectors of the heads at a time, six pairs in 24 accumulators.
     for (int d = 0; d < hd; d += 4 * L)
-      for (int k0 = 0; k0 < count; k0 += 6)
-        AccumulateFirstPairs<6, 4>(count - k0, pairs + k0, c + k0, sc + k0, v, pairs[0].n, hd, d);
+      AccumulateFirstPairs<kPairs, 4>(count, pairs, c, sc, v, pairs[0].n, hd, d);
     return;
   }
-  for (int k = 0; k < count; ++k) AccumulateValues(pairs[k].o, c[k], sc[k], v, pairs[k].n, hd);
+  for (int k = 0; k < count; ++k) AccumulateValues(pairs + k, c + k, sc + k, v, hd);
 }
 
 // One key block for `count` pairs: pair k's first n scores sc[k] (the rest

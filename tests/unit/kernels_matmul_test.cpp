@@ -351,7 +351,7 @@ TEST_P(MatmulTypes, NeverReadsPastTheWeights) {
 
 // The activation layout the quantized kernels rely on (activations.h): granule k
 // of group j at byte 64k + 4j of its chunk, per-group scale and code sum, zero
-// padding past K.
+// padding past K, and the derived sums.
 TEST(QuantizedActivations, ChunkLayoutScalesSumsAndPadding) {
   for (int block : {32, 256}) {
     const int64_t K = block == 32 ? 352 : 512;  // 352: 1.375 chunks
@@ -381,6 +381,20 @@ TEST(QuantizedActivations, ChunkLayoutScalesSumsAndPadding) {
           ASSERT_EQ(a.row_gsum(m)[g], static_cast<float>(sum)) << "group " << g;
           ASSERT_EQ(a.row_gd(m)[g], e < K ? d : 0.0f) << "group " << g;
         }
+      }
+      // The derived sums the packed kernels start their chains from: per 32
+      // elements the codes' sum, and -8 times it (block 32) or per group -32
+      // times the group's sum (block 256).
+      for (int64_t p = 0; p < a.Kp / 32; ++p) {
+        const float s32 = a.row_gsum(m)[2 * p] + a.row_gsum(m)[2 * p + 1];
+        ASSERT_EQ(a.row_sum32(m)[p], s32) << "pair " << p;
+        if (block == 32) {
+          ASSERT_EQ(a.row_q4_offset(m)[p], -8 * static_cast<int32_t>(s32)) << "pair " << p;
+        }
+      }
+      for (int64_t g = 0; block == 256 && g < a.Kp / 16; ++g) {
+        ASSERT_EQ(a.row_q6_offset(m)[g], -32 * static_cast<int32_t>(a.row_gsum(m)[g]))
+            << "group " << g;
       }
     }
   }

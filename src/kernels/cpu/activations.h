@@ -51,12 +51,18 @@ struct QActs {
   const float* row_gd(int m) const { return gd.data() + m * (Kp / kGroup); }
 
   // Derived sums for the packed kernels (packed_layout.h): per 32 elements the
-  // sum of the codes, and (block 256 only) per group -32 times its sum (Q6_K's
-  // offset of 32, as the integer a dot product starts from).
+  // sum of the codes; as the integer a dot product starts from, for block 256
+  // per group -32 times its sum (Q6_K's offset of 32), and for block 32 per 32
+  // elements -8 times their sum (Q4_0's offset of 8; Q5_0's and Q8_0's are
+  // powers of two times it). A kernel then starts each chain from a broadcast
+  // load rather than converting, multiplying and broadcasting a float for every
+  // block and row (docs/decisions.md, "Legacy blocks start from a loaded offset").
   AlignedVector<float> sum32;        // M x Kp / 32
-  AlignedVector<int32_t> q6_offset;  // M x Kp / 16
+  AlignedVector<int32_t> q6_offset;  // M x Kp / 16 (block 256)
+  AlignedVector<int32_t> q4_offset;  // M x Kp / 32 (block 32)
   const float* row_sum32(int m) const { return sum32.data() + m * (Kp / 32); }
   const int32_t* row_q6_offset(int m) const { return q6_offset.data() + m * (Kp / kGroup); }
+  const int32_t* row_q4_offset(int m) const { return q4_offset.data() + m * (Kp / 32); }
 
   // Capacity for max_rows rows of up to max_k elements with one scale per
   // `block` (q6_offset only for 256), so that quantizing them allocates nothing.
@@ -67,6 +73,7 @@ struct QActs {
     gd.reserve(rows * kp / kGroup);
     sum32.reserve(rows * kp / 32);
     if (block == 256) q6_offset.reserve(rows * kp / kGroup);
+    if (block == 32) q4_offset.reserve(rows * kp / 32);
   }
 };
 

@@ -183,12 +183,14 @@ struct TileActs {
   const float* gd[R];
   const float* sum32[R];
   const int32_t* q6_offset[R];
+  const int32_t* q4_offset[R];
   TileActs(const QActs& x, int m0) {
     for (int r = 0; r < R; ++r) {
       q[r] = x.row_q(m0 + r);
       gd[r] = x.row_gd(m0 + r);
       sum32[r] = x.row_sum32(m0 + r);
       q6_offset[r] = x.q6_offset.empty() ? nullptr : x.row_q6_offset(m0 + r);  // block 256 only
+      q4_offset[r] = x.q4_offset.empty() ? nullptr : x.row_q4_offset(m0 + r);  // block 32 only
     }
   }
 };
@@ -380,25 +382,28 @@ HWY_NOINLINE void PanelQ6K(const uint8_t* panel, Records span, const TileActs<R>
 // adds m times the sum instead.
 template <DType T>
 struct LegacyRecord;
+// kOffsetShift: the offset is 8 << kOffsetShift (-1: none), so that a chain
+// starts from the activations' -8 times the block's sum (QActs::q4_offset)
+// shifted.
 template <>
 struct LegacyRecord<DType::Q4_0> {
   static constexpr size_t kBytes = kQ4_0RecordBytes, kD = 512;
-  static constexpr int kOffset = 8;
+  static constexpr int kOffsetShift = 0;
 };
 template <>
 struct LegacyRecord<DType::Q4_1> {
   static constexpr size_t kBytes = kQ4_1RecordBytes, kD = 512, kM = 576;
-  static constexpr int kOffset = 0;
+  static constexpr int kOffsetShift = -1;
 };
 template <>
 struct LegacyRecord<DType::Q5_0> {
   static constexpr size_t kBytes = kQ5_0RecordBytes, kD = 640, kHigh = 512;
-  static constexpr int kOffset = 16;
+  static constexpr int kOffsetShift = 1;
 };
 template <>
 struct LegacyRecord<DType::Q8_0> {
   static constexpr size_t kBytes = kQ8_0RecordBytes, kD = 1024;
-  static constexpr int kOffset = 128;
+  static constexpr int kOffsetShift = 4;
 };
 
 // Bit p of each byte of v moved to bit 4 (Q5_0's fifth code bit).
@@ -418,6 +423,8 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, Records span, const TileActs
   const DI32 di32;
   const DF df;
   const VU8 low4 = hn::Set(du8, 0x0F), bit4 = hn::Set(du8, 0x10);
+  // Short tiles: each block's products in two integer chains (PanelQ4K's kSplit).
+  constexpr bool kSplit = R < 4;
   VF acc[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = span.Start(df, y + r * ldy);
@@ -432,9 +439,13 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, Records span, const TileActs
       const int in = 8 * static_cast<int>(b % 8);  // the block's bytes in its chunk
       VI32 sum[R];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        sum[r] = hn::Set(di32, -Rec::kOffset * static_cast<int32_t>(x.sum32[r][b]));
-      if constexpr (T == DType::Q8_0) {
+      for (int r = 0; r < R; ++r) {
+        if constexpr (Rec::kOffsetShift < 0)
+          sum[r] = hn::Zero(di32);
+        else
+          sum[r] = hn::ShiftLeft<Rec::kOffsetShift>(hn::Set(di32, x.q4_offset[r][b]));
+      }
+      if constexpr (T == DType::Q8_0) {  // one chain: two measured slower (decisions.md)
 #pragma GCC unroll 8
         for (int i = 0; i < 8; ++i) {
           const VU8 w = hn::Load(du8, rec + 64 * (8 * h + i) + at.codes);
@@ -471,7 +482,7 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, Records span, const TileActs
         };
         // Codes up to 15, or 31 with Q5_0's fifth bit.
         using Sum = GroupSum<WordTerms(T == DType::Q5_0 ? 31 : 15)>;
-        Sum chain[R];
+        Sum chain[R], upper[R];
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) chain[r] = Sum(sum[r]);
 #pragma GCC unroll 4
@@ -480,12 +491,18 @@ HWY_NOINLINE void PanelLegacy(const uint8_t* panel, Records span, const TileActs
           codes(v, lo, hi);
 #pragma GCC unroll 8
           for (int r = 0; r < R; ++r) {
-            chain[r].Add(2 * v, lo, Step(x.q[r] + chunk, 64 * v + in));
-            chain[r].Add(2 * v + 1, hi, Step(x.q[r] + chunk, 64 * v + in + 4));
+            if constexpr (kSplit) {
+              chain[r].Add(v, lo, Step(x.q[r] + chunk, 64 * v + in));
+              upper[r].Add(v, hi, Step(x.q[r] + chunk, 64 * v + in + 4));
+            } else {
+              chain[r].Add(2 * v, lo, Step(x.q[r] + chunk, 64 * v + in));
+              chain[r].Add(2 * v + 1, hi, Step(x.q[r] + chunk, 64 * v + in + 4));
+            }
           }
         }
 #pragma GCC unroll 8
-        for (int r = 0; r < R; ++r) sum[r] = chain[r].Sum();
+        for (int r = 0; r < R; ++r)
+          sum[r] = kSplit ? hn::Add(chain[r].Sum(), upper[r].Sum()) : chain[r].Sum();
       }
       const VF d = HalvesToFloats(rec + Rec::kD + 32 * h + at.halves);
       VF m = hn::Zero(df);

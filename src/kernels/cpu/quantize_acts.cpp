@@ -144,8 +144,8 @@ HWY_INLINE void QuantizeChunk16(const float* x, const float* id, int8_t* q, floa
 #endif
 
 // The derived sums of all groups of all rows (activations.h): per 32 elements
-// the sum of the codes, and for block 256 -32 times each group's sum, as
-// vectors.
+// the sum of the codes, and for block 256 -32 times each group's sum or for
+// block 32 -8 times each 32 elements' sum, as vectors.
 void DerivedSums(QActs* out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -158,7 +158,16 @@ void DerivedSums(QActs* out) {
     hn::StoreU(hn::Add(even, odd), df, out->sum32.data() + i);
   }
   for (; 2 * i + 1 < groups; ++i) out->sum32[i] = gsum[2 * i] + gsum[2 * i + 1];
-  if (out->block != 256) return;
+  if (out->block == 32) {
+    const auto minus8 = hn::Set(di, -8);
+    const size_t n = groups / 2;
+    size_t b = 0;
+    for (; b + L <= n; b += L)
+      hn::StoreU(hn::Mul(hn::ConvertTo(di, hn::LoadU(df, out->sum32.data() + b)), minus8), di,
+                 out->q4_offset.data() + b);
+    for (; b < n; ++b) out->q4_offset[b] = -8 * static_cast<int32_t>(out->sum32[b]);
+    return;
+  }
   const auto minus32 = hn::Set(di, -32);
   size_t g = 0;
   for (; g + L <= groups; g += L)
@@ -244,6 +253,7 @@ void quantize_acts(const TargetKernels& fn, const float* x, int M, int64_t K, in
   fn.quantize_acts(x, M, K, &out);
   out.sum32.resize(groups / 2);
   if (block == 256) out.q6_offset.resize(groups);
+  if (block == 32) out.q4_offset.resize(groups / 2);
   fn.derived_sums(&out);
 }
 

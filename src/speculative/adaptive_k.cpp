@@ -7,6 +7,21 @@
 
 namespace tandem {
 
+void RunningCost::add(double ms) {
+  recent_[static_cast<size_t>(next_)] = ms;
+  next_ = (next_ + 1) % kWindow;
+  count_ = std::min(count_ + 1, kWindow);
+  // Insertion sort of at most seven values.
+  std::array<double, kWindow> sorted{};
+  for (int i = 0; i < count_; ++i) {
+    int j = i;
+    for (; j > 0 && sorted[j - 1] > recent_[i]; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = recent_[i];
+  }
+  const int mid = count_ / 2;
+  median_ = count_ % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
 CostModel::CostModel() {
   verify_.reserve(512);
   draft_.reserve(128);

@@ -8,26 +8,33 @@
 // decoding, so a request whose drafts do not pay (or a batch already big enough
 // to keep the machine busy) simply stops drafting.
 #pragma once
+#include <array>
 #include <span>
 #include <utility>
 #include <vector>
 
 namespace tandem {
 
-// A running average of a measured cost: the first measurement sets it, each
-// later one moves it a fifth of the way (costs drift with the machine's load).
+// A measured cost as it runs: the median of the last kWindow measurements (the
+// first one alone until more come). Costs drift with the machine's load, and a
+// shared machine also stalls now and then: a burst of three passes at two to
+// three times their cost raised a running average (each measurement moving it a
+// fifth of the way) by a quarter, and the policy, reading the pass dearer,
+// stopped choosing it, so nothing measured it again and the rest of the run
+// drafted one token where two paid (docs/decisions.md, "Costs are medians").
+// A median passes over up to three such measurements in seven and follows a
+// lasting change after four.
 class RunningCost {
  public:
-  void add(double ms) {
-    ms_ = measured_ ? (1 - kWeight) * ms_ + kWeight * ms : ms;
-    measured_ = true;
-  }
-  double ms() const { return ms_; }  // 0 until measured
+  void add(double ms);
+  double ms() const { return median_; }  // 0 until measured
 
  private:
-  static constexpr double kWeight = 0.2;
-  double ms_ = 0;
-  bool measured_ = false;
+  static constexpr int kWindow = 7;
+  std::array<double, kWindow> recent_{};
+  int count_ = 0;  // measurements so far, up to kWindow
+  int next_ = 0;   // where the next one goes
+  double median_ = 0;
 };
 
 // Measured wall-clock costs of the forward passes, in milliseconds.
@@ -76,7 +83,7 @@ class CostModel {
   // meets, so that recording allocates nothing after them. A point is read as
   // the cheapest of its own cost and every larger count's (`ms`): a pass over
   // fewer positions (a draft step for fewer requests) streams the same weights
-  // for fewer rows and never costs more. Each count's running average follows
+  // for fewer rows and never costs more. Each count's running cost follows
   // only the rounds of that count, and the count a batch decodes plainly is
   // measured only while it decodes plainly: once it drafts, a plain point that
   // a burst of slow rounds had raised stays raised (35 ms against 27-29 for

@@ -370,6 +370,30 @@ void BM_GumbelArgmax(benchmark::State& state) {
         kernels::gumbel_argmax(x.data(), nullptr, V, max, scale, {42, pos++}, top));
 }
 
+// A draft model's confidence in its token: the softmax denominator over the
+// logits it may propose (Qwen2.5's first 32768 ids under --draft-vocab's
+// default, or the whole 151936), against the scalar loop it replaced.
+void BM_SumExp(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const bool scalar = state.range(1) != 0;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = dist(rng);
+  const float top = *std::max_element(x.begin(), x.end());
+  for (auto _ : state) {
+    float sum = 0;
+    if (scalar) {
+      double s = 0;
+      for (float v : x) s += std::exp(v - top);
+      sum = static_cast<float>(s);
+    } else {
+      sum = kernels::sum_exp(x.data(), n, top, 1.0f);
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+}
+
 // A decode step's matmuls at Qwen2.5-1.5B's shapes, all Q4_K in the packed
 // layout: per layer Q/K/V in one call, the attention output, gate and up in one
 // call, down; 28 layers, each with its own matrices (about 27 MB a layer, so the
@@ -477,6 +501,12 @@ void register_all() {
   benchmark::RegisterBenchmark("DecodeMatmuls", BM_DecodeMatmuls)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
+  benchmark::RegisterBenchmark("SumExp", BM_SumExp)
+      ->ArgNames({"n", "scalar"})
+      ->Args({32768, 0})
+      ->Args({32768, 1})
+      ->Args({151936, 0})
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("GumbelArgmax", BM_GumbelArgmax)
       ->ArgNames({"sd", "peak", "T%"})
       ->Args({2, 0, 100})

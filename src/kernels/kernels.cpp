@@ -108,6 +108,9 @@ TensorView row_range(const TensorView& W, int64_t begin, int64_t end) {
 void get_row(const TensorView& W, int64_t r, float* out) { ref::get_row(W, r, out); }
 
 int argmax(const float* x, int n) { return cpu::argmax(x, n); }
+float sum_exp(const float* x, int n, float shift, float scale) {
+  return cpu::sum_exp(x, n, shift, scale);
+}
 
 const char* simd_target_name() { return cpu::simd_target_name(); }
 

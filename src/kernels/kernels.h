@@ -139,6 +139,13 @@ void get_row(const TensorView& W, int64_t r, float* out);
 // sampler's; the SIMD kernels of this CPU's best target).
 int argmax(const float* x, int n);
 
+// The sum over n values of exp((x[i] - shift) * scale), in float (terms below
+// the smallest normal float, -infinity included, add nothing; NaN propagates).
+// With shift the largest x[i] every term is at most 1: a softmax's
+// denominator, for readings that tolerate float rounding (a draft model's
+// confidence in a token, which only steers the draft policy).
+float sum_exp(const float* x, int n, float shift, float scale);
+
 // The instruction set of this CPU's best SIMD target, e.g. "AVX3_DL" (what
 // Kernels::create picks unless told otherwise).
 const char* simd_target_name();

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/gumbel_noise.h"
+#include "sampling/sampler.h"
 
 namespace tandem {
 namespace {
@@ -63,11 +64,11 @@ float GumbelSampler::probability(const float* logits, int n_vocab, const Samplin
     dist_.compute(logits, n_vocab, plain);
     return dist_[token];
   }
-  // p(token) = 1 / sum_i exp((l_i - l_token) / T).
-  const double inv_t = 1.0 / p.temperature, l_token = logits[token];
-  double sum = 0;
-  for (int i = 0; i < n_vocab; ++i) sum += std::exp((logits[i] - l_token) * inv_t);
-  return sum > 0 && std::isfinite(sum) ? static_cast<float>(1.0 / sum) : 0.0f;
+  // p(token) = exp((l_token - l_max) / T) / sum_i exp((l_i - l_max) / T), in
+  // float: a draft's confidence (the draft policy's reading, not an output).
+  const float top = logits[argmax(logits, n_vocab)], inv_t = 1.0f / p.temperature;
+  const float sum = sum_exp(logits, n_vocab, top, inv_t);
+  return sum > 0 && std::isfinite(sum) ? std::exp((logits[token] - top) * inv_t) / sum : 0.0f;
 }
 
 }  // namespace tandem

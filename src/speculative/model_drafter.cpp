@@ -151,14 +151,13 @@ void ModelDrafter::publish(SeqState& st, std::span<const int> tokens) {
 }
 
 float ModelDrafter::softmax_prob(const float* logits, int token) const {
+  // token is the largest logit (greedy): every term is at most 1.
   const float top = logits[token];
-  double sum = 0;
-  auto add = [&](int begin, int end) {
-    for (int i = begin; i < end; ++i) sum += std::exp(logits[i] - top);
-  };
+  float sum = 0;
+  auto add = [&](int begin, int end) { sum += sum_exp(logits + begin, end - begin, top, 1.0f); };
   if (output_ranges_.empty()) add(0, tf_->vocab_size());
   for (auto [begin, end] : output_ranges_) add(begin, end);
-  return sum > 0 ? static_cast<float>(1 / sum) : 0.0f;
+  return sum > 0 && std::isfinite(sum) ? 1 / sum : 0.0f;
 }
 
 int ModelDrafter::choose(const DraftContext& req, float* logits, const Job& job, Draft& d,

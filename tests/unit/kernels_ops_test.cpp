@@ -314,6 +314,31 @@ TEST(Elementwise, ArgmaxFindsTheFirstMaximumAnywhereAndReportsNaN) {
   }
 }
 
+// A softmax's denominator over a vocabulary-sized row (not a multiple of any
+// vector width): against a double-precision scalar sum. Tolerance 1e-5
+// relative: the float terms (exp to a few ulp) and the float sum of ~150,000
+// terms of at most 1 (each addition's error ~6e-8 of the running total, over
+// 4 x 16 accumulators and a short tail) stay well inside it.
+TEST(Elementwise, SumExpMatchesADoubleSumAndIgnoresMinusInfinity) {
+  const int n = 151936 + 7;
+  auto x = randn(n, 31);
+  for (float& v : x) v *= 4.0f;  // logits of a few units either way
+  x[n - 2] = 9.0f;               // the largest, in the scalar tail
+  x[100] = -INFINITY;            // a token the output ranges exclude
+  for (float scale : {1.0f, 1.0f / 0.7f}) {
+    double want = 0;
+    for (int i = 0; i < n; ++i) want += std::exp((static_cast<double>(x[i]) - 9.0) * scale);
+    const float got = kernels::cpu::sum_exp(x.data(), n, 9.0f, scale);
+    EXPECT_NEAR(got, want, 1e-5 * want) << "scale " << scale;
+  }
+  // Terms below the smallest normal float add nothing; a lone term of 1 is 1.
+  std::vector<float> one_peak(33, -200.0f);
+  one_peak[32] = 0.0f;
+  EXPECT_FLOAT_EQ(kernels::cpu::sum_exp(one_peak.data(), 33, 0.0f, 1.0f), 1.0f);
+  one_peak[5] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(kernels::cpu::sum_exp(one_peak.data(), 33, 0.0f, 1.0f)));
+}
+
 TEST(Elementwise, RopeMatchesReference) {
   // Same cos/sin and the same two products per output; only a fused multiply-add
   // may round differently: |x| < 5, so 1e-6 absolute is a few ulp.

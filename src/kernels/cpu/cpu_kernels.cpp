@@ -30,6 +30,9 @@ void CpuKernels::rope(float* x, int n_heads, int head_dim, const float* cos, con
 }
 
 int argmax(const float* x, int n) { return best_target_kernels().argmax(x, n); }
+float sum_exp(const float* x, int n, float shift, float scale) {
+  return best_target_kernels().sum_exp(x, n, shift, scale);
+}
 
 const char* simd_target_name() { return best_target_kernels().name; }
 

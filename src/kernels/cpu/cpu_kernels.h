@@ -49,6 +49,7 @@ class CpuKernels final : public Kernels {
 
 // Stateless entry points on this CPU's best target (best_target_kernels):
 int argmax(const float* x, int n);
+float sum_exp(const float* x, int n, float shift, float scale);
 // The instruction set the best target is, e.g. "AVX3_DL".
 const char* simd_target_name();
 

@@ -34,6 +34,7 @@ struct TargetKernels {
   void (*rope)(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
                RopeStyle style) = nullptr;
   int (*argmax)(const float* x, int n) = nullptr;
+  float (*sum_exp)(const float* x, int n, float shift, float scale) = nullptr;
   // kernels/gumbel_noise.h's gumbel_argmax, the key as (seed, position).
   int (*gumbel_argmax)(const float* x, const int* ids, int n, float offset, float scale,
                        uint64_t seed, uint32_t position, int hint) = nullptr;

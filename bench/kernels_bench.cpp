@@ -32,6 +32,7 @@
 
 #include "cache/contiguous_kv_cache.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/gumbel_noise.h"
 #include "kernels/kernels.h"
 #include "quant/quants.h"
@@ -370,6 +371,25 @@ void BM_GumbelArgmax(benchmark::State& state) {
         kernels::gumbel_argmax(x.data(), nullptr, V, max, scale, {42, pos++}, top));
 }
 
+// One activation row quantized for the integer matmuls (one thread, before the
+// matmul's parallel region): the Qwen pair's rows of 896, 1536, 4864 and 8960
+// elements, per 32 (legacy weights) or per 256 (K-quants).
+void BM_QuantizeActs(benchmark::State& state) {
+  const int64_t K = state.range(0);
+  const int block = static_cast<int>(state.range(1));
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(K));
+  for (auto& v : x) v = dist(rng);
+  kernels::cpu::QActs q;
+  q.reserve(1, K, block);
+  const auto& fn = kernels::cpu::best_target_kernels();
+  for (auto _ : state) {
+    kernels::cpu::quantize_acts(fn, x.data(), 1, K, block, q);
+    benchmark::DoNotOptimize(q.q.data());
+  }
+}
+
 // A draft model's confidence in its token: the softmax denominator over the
 // logits it may propose (Qwen2.5's first 32768 ids under --draft-vocab's
 // default, or the whole 151936), against the scalar loop it replaced.
@@ -501,6 +521,14 @@ void register_all() {
   benchmark::RegisterBenchmark("DecodeMatmuls", BM_DecodeMatmuls)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
+  benchmark::RegisterBenchmark("QuantizeActs", BM_QuantizeActs)
+      ->ArgNames({"K", "block"})
+      ->Args({896, 32})
+      ->Args({1536, 256})
+      ->Args({4864, 32})
+      ->Args({4864, 256})
+      ->Args({8960, 256})
+      ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("SumExp", BM_SumExp)
       ->ArgNames({"n", "scalar"})
       ->Args({32768, 0})

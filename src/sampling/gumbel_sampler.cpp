@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/gumbel_noise.h"
+#include "kernels/kernels.h"
 #include "sampling/sampler.h"
 
 namespace tandem {
@@ -67,7 +68,7 @@ float GumbelSampler::probability(const float* logits, int n_vocab, const Samplin
   // p(token) = exp((l_token - l_max) / T) / sum_i exp((l_i - l_max) / T), in
   // float: a draft's confidence (the draft policy's reading, not an output).
   const float top = logits[argmax(logits, n_vocab)], inv_t = 1.0f / p.temperature;
-  const float sum = sum_exp(logits, n_vocab, top, inv_t);
+  const float sum = kernels::sum_exp(logits, n_vocab, top, inv_t);
   return sum > 0 && std::isfinite(sum) ? std::exp((logits[token] - top) * inv_t) / sum : 0.0f;
 }
 

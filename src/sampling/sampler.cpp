@@ -19,10 +19,6 @@ SamplingMode parse_sampling_mode(const std::string& name) {
   fail("unknown sampling mode '{}' (expected reproducible or optimal)", name);
 }
 
-float sum_exp(const float* x, int n, float shift, float scale) {
-  return kernels::sum_exp(x, n, shift, scale);
-}
-
 int argmax(const float* x, int n) {
   const int best = kernels::argmax(x, n);
   if (best < 0)

@@ -54,11 +54,6 @@ struct SamplingParams {
 // the logits hold NaN (a broken model must not emit garbage silently).
 int argmax(const float* x, int n);
 
-// The sum over n logits of exp((x[i] - shift) * scale) in float, vectorised (no
-// x[i] above shift: each term at most 1). For readings that steer a policy and
-// tolerate float rounding, such as a draft model's confidence in a token.
-float sum_exp(const float* x, int n, float shift, float scale);
-
 // Divide positive logits by the penalty and multiply negative ones, for every
 // distinct token among the last penalty_last_n entries of context.
 void apply_repetition_penalty(float* logits, int n_vocab, const int* context, int n_context,

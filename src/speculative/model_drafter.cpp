@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "kernels/kernels.h"
 #include "model/transformer.h"
 #include "speculative/draft_stop.h"
 #include "tokenizer/tokenizer.h"
@@ -154,7 +155,9 @@ float ModelDrafter::softmax_prob(const float* logits, int token) const {
   // token is the largest logit (greedy): every term is at most 1.
   const float top = logits[token];
   float sum = 0;
-  auto add = [&](int begin, int end) { sum += sum_exp(logits + begin, end - begin, top, 1.0f); };
+  auto add = [&](int begin, int end) {
+    sum += kernels::sum_exp(logits + begin, end - begin, top, 1.0f);
+  };
   if (output_ranges_.empty()) add(0, tf_->vocab_size());
   for (auto [begin, end] : output_ranges_) add(begin, end);
   return sum > 0 && std::isfinite(sum) ? 1 / sum : 0.0f;

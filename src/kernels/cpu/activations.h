@@ -65,7 +65,8 @@ struct QActs {
   const int32_t* row_q4_offset(int m) const { return q4_offset.data() + m * (Kp / 32); }
 
   // Capacity for max_rows rows of up to max_k elements with one scale per
-  // `block` (q6_offset only for 256), so that quantizing them allocates nothing.
+  // `block` (q6_offset only for 256, q4_offset only for 32), so that quantizing
+  // them allocates nothing.
   void reserve(int max_rows, int64_t max_k, int block) {
     const size_t rows = static_cast<size_t>(max_rows), kp = round_up(max_k, kChunk);
     q.reserve(rows * kp);

@@ -8,7 +8,8 @@
 // reports nanoseconds per 256 weights (one super-block or eight legacy blocks)
 // and per activation row: the kernel's compute speed, the other
 // side of the roofline. VnniPeak is the ceiling of that compute side: one
-// core's rate of the 512-bit int8 dot-product instruction. MatmulSmall and
+// core's rate of the 512-bit int8 dot-product instruction, and VnniBroadcast
+// that rate with the packed kernels' activation broadcasts. MatmulSmall and
 // Attention with cold:1 measure a decode step's small calls as the step sees
 // them: from memory, the caches emptied by the weights streamed between them.
 //
@@ -233,6 +234,23 @@ void BM_MatmulSmall(benchmark::State& state, DType t) {
   state.SetLabel(k->name());
 }
 
+#if defined(__x86_64__)
+// The accumulators' sum kept observable, so that the loops cannot be dropped.
+template <int kChains>
+__attribute__((target("avx512f"))) void KeepSum(const __m512i (&acc)[kChains]) {
+  __m512i sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum = _mm512_add_epi32(sum, acc[i]);
+  benchmark::DoNotOptimize(sum);
+}
+
+// Seconds per vpdpbusd, `per_iteration` of them an iteration.
+void ReportPerVpdpbusd(benchmark::State& state, int64_t per_iteration) {
+  state.counters["s/vpdpbusd"] = benchmark::Counter(
+      static_cast<double>(per_iteration),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+#endif
+
 // The roofline's compute side: one core's throughput of the 512-bit int8 dot
 // product (vpdpbusd, 64 multiply-adds) that the quantized matmuls are built on,
 // on 12 independent accumulators. Reports nanoseconds per instruction.
@@ -256,13 +274,46 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VnniPeak(benchmar
       for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
       asm volatile("" : "+v"(a));  // an operand the compiler cannot see through
     }
-    __m512i sum = acc[0];
-    for (int i = 1; i < kChains; ++i) sum = _mm512_add_epi32(sum, acc[i]);
-    benchmark::DoNotOptimize(sum);
+    KeepSum(acc);
   }
-  state.counters["s/vpdpbusd"] = benchmark::Counter(
-      static_cast<double>(kSteps * kChains),
-      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  ReportPerVpdpbusd(state, kSteps * kChains);
+}
+
+// The packed kernels' own floor: each vpdpbusd there takes four activation
+// bytes broadcast from L1 (vpbroadcastd), one broadcast per panel of 16 weight
+// rows. Uses:2 shares each broadcast between two vpdpbusd, what a kernel that
+// read two panels at once would pay. Reports nanoseconds per vpdpbusd, against
+// VnniPeak's (no broadcasts).
+template <int kUses>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void BM_VnniBroadcast(
+    benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512vnni")) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU");
+    return;
+  }
+  constexpr int kChains = 12;
+  constexpr int64_t kSteps = 1 << 16;
+  alignas(64) static int8_t acts[64 * 48];  // 3 KB: stays in L1
+  for (size_t i = 0; i < sizeof(acts); ++i) acts[i] = static_cast<int8_t>(i * 7);
+  __m512i w[2] = {_mm512_set1_epi8(3), _mm512_set1_epi8(5)};
+  for (auto _ : state) {
+    __m512i acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+    for (int64_t k = 0; k < kSteps; ++k) {
+      const int8_t* a = acts + (k & 63) * 48;
+#pragma GCC unroll 12
+      for (int i = 0; i < kChains; i += kUses) {
+        int32_t four;
+        std::memcpy(&four, a + 4 * i, 4);
+        const __m512i x = _mm512_set1_epi32(four);
+#pragma GCC unroll 2
+        for (int u = 0; u < kUses; ++u) acc[i + u] = _mm512_dpbusd_epi32(acc[i + u], w[u], x);
+      }
+      asm volatile("" : "+v"(w[0]), "+v"(w[1]));  // operands the compiler cannot see through
+    }
+    KeepSum(acc);
+  }
+  ReportPerVpdpbusd(state, kSteps * kChains);
 }
 #endif
 
@@ -517,6 +568,10 @@ void register_all() {
     }
 #if defined(__x86_64__)
   benchmark::RegisterBenchmark("VnniPeak", BM_VnniPeak)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("VnniBroadcast/uses:1", BM_VnniBroadcast<1>)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("VnniBroadcast/uses:2", BM_VnniBroadcast<2>)
+      ->Unit(benchmark::kMicrosecond);
 #endif
   benchmark::RegisterBenchmark("DecodeMatmuls", BM_DecodeMatmuls)
       ->Unit(benchmark::kMillisecond)

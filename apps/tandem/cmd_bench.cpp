@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "decode_profile.h"
+#include "handoff_latency.h"
 #include "kernels/kernel_config.h"
 #include "model/model.h"
 #include "model/transformer.h"
@@ -281,6 +282,7 @@ void run_decode_bench(const DecodeOptions& o) {
   tf.clear_profile();
   double decode_s = 0.0;
   std::vector<double> pass_gb_s, block_fraction;
+  std::vector<double> handoff_ns;  // beside each pass: which placement the host gave us
   for (int i = 0; i < o.gen_tokens;) {
     const int n = std::min(kBlockTokens, o.gen_tokens - i);
     pool.set_timing(profile != nullptr);
@@ -295,6 +297,7 @@ void run_decode_bench(const DecodeOptions& o) {
     decode_s += block_s;
     if (!membw) continue;
     pass_gb_s.push_back(membw->pass());  // no kernel runs in it: the profile sees none of it
+    if (const auto ns = measure_handoff_ns(pool, 200, 1)) handoff_ns.push_back(*ns);
     block_fraction.push_back(n * bytes / block_s / 1e9 / pass_gb_s.back());
   }
   const std::vector<PassProfileEntry> device_profile = tf.profile();
@@ -358,6 +361,10 @@ void run_decode_bench(const DecodeOptions& o) {
         bytes / 1e6, bw, pass_gb_s.size(), *std::min_element(pass_gb_s.begin(), pass_gb_s.end()),
         *std::max_element(pass_gb_s.begin(), pass_gb_s.end()), bound_tps, 100.0 * fraction,
         kBlockTokens);
+    if (!handoff_ns.empty())
+      fmt::print("core-to-core round trip: {:.0f} ns (median beside the passes, {:.0f}-{:.0f})\n",
+                 median(handoff_ns), *std::min_element(handoff_ns.begin(), handoff_ns.end()),
+                 *std::max_element(handoff_ns.begin(), handoff_ns.end()));
   } else {
     fmt::print("weights read per token: {:.1f} MB, {:.0f} GB/s at the decode rate\n", bytes / 1e6,
                bytes * decode_tps / 1e9);
@@ -402,6 +409,7 @@ void run_decode_bench(const DecodeOptions& o) {
     j["bandwidth_gb_s_min"] = *std::min_element(pass_gb_s.begin(), pass_gb_s.end());
     j["bandwidth_gb_s_max"] = *std::max_element(pass_gb_s.begin(), pass_gb_s.end());
     j["bandwidth_fraction"] = fraction;
+    if (!handoff_ns.empty()) j["handoff_round_trip_ns"] = median(handoff_ns);
   } else {
     j["weight_gb_s_at_decode_rate"] = bytes * decode_tps / 1e9;
   }
@@ -438,9 +446,15 @@ void add_bench_command(CLI::App& app) {
   membw->callback([bw] {
     ThreadPool pool(bw->threads);
     const double gbs = measure_read_bandwidth(pool, bw->mb << 20);
+    const std::optional<double> handoff = measure_handoff_ns(pool);
     fmt::print("read bandwidth: {:.2f} GB/s ({} threads, {} MiB buffer)\n", gbs, pool.size(),
                bw->mb);
-    fmt::print("{}\n", nlohmann::json{{"bandwidth_gb_s", gbs}, {"threads", pool.size()}}.dump());
+    nlohmann::json j{{"bandwidth_gb_s", gbs}, {"threads", pool.size()}};
+    if (handoff) {
+      fmt::print("core-to-core round trip: {:.0f} ns (threads 0 and 1)\n", *handoff);
+      j["handoff_round_trip_ns"] = *handoff;
+    }
+    fmt::print("{}\n", j.dump());
   });
 
   auto* decode = cmd->add_subcommand("decode", "Prefill/decode speed and verification cost");

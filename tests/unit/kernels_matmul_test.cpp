@@ -245,6 +245,34 @@ TEST(MatmulMulti, SameBitsAsSeparateCalls) {
   EXPECT_EQ(0, std::memcmp(yc.data(), sc.data(), yc.size() * sizeof(float)));
 }
 
+// Matrices of equal widths (gate and up) in one call: every column computed
+// once and with the bits of a separate call, whatever the chunk count (from
+// fewer chunks than threads to many) against the thread count.
+TEST(MatmulMulti, EqualWidthsSameBitsAsSeparateCallsOnAnyThreadCount) {
+  const int64_t K = 512;
+  for (int64_t N : {16, 48, 160, 1040}) {
+    auto A = random_matrix(DType::Q4_0, K, N, 5);
+    auto B = random_matrix(DType::Q4_K, K, N, 6);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      auto k = simd(pool);
+      for (int M : {1, 5}) {
+        auto x = random_rows(M, K, 7);
+        std::vector<float> ya(M * N, NAN), yb(M * N, NAN), sa(M * N), sb(M * N);
+        const TensorView* ws[] = {&A.view, &B.view};
+        float* ys[] = {ya.data(), yb.data()};
+        k->matmul_multi(ws, 2, x.data(), M, ys);
+        k->matmul(A.view, x.data(), M, sa.data());
+        k->matmul(B.view, x.data(), M, sb.data());
+        ASSERT_EQ(0, std::memcmp(ya.data(), sa.data(), ya.size() * sizeof(float)))
+            << "N " << N << ", " << threads << " threads, M " << M;
+        ASSERT_EQ(0, std::memcmp(yb.data(), sb.data(), yb.size() * sizeof(float)))
+            << "N " << N << ", " << threads << " threads, M " << M;
+      }
+    }
+  }
+}
+
 TEST(MatmulMulti, RejectsMismatchedInnerDimensions) {
   auto A = random_matrix(DType::Q8_0, 64, 4, 1);
   auto B = random_matrix(DType::Q8_0, 96, 4, 2);

@@ -5,30 +5,12 @@
 #include <chrono>
 #include <vector>
 
-#include <thread>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TANDEM_HANDOFF_PAUSE() _mm_pause()
-#else
-#define TANDEM_HANDOFF_PAUSE() ((void)0)
-#endif
+#include "core/spin_wait.h"
 
 namespace tandem::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// One step of a wait: a pause, and after a while the core given away, so that
-// on a machine with fewer free cores than threads the thread waited for runs
-// (the reading is then large, which is what such a host costs a region).
-inline void relax(int64_t& spins) {
-  if (++spins < 2048) {
-    TANDEM_HANDOFF_PAUSE();
-  } else {
-    std::this_thread::yield();
-  }
-}
 
 // One batch: thread 0 writes the odd values and waits for the even ones thread
 // 1 answers with. Returns nanoseconds a round trip, or nullopt without a partner.
@@ -44,9 +26,9 @@ std::optional<double> one_batch(ThreadPool& pool, int round_trips) {
     if (thread == 1) {
       joined.store(true, std::memory_order_release);
       for (int64_t i = 0; i < round_trips; ++i) {
-        for (int64_t spins = 0; ball.value.load(std::memory_order_acquire) != 2 * i + 1;) {
+        for (int spins = 0; ball.value.load(std::memory_order_acquire) != 2 * i + 1;) {
           if (gave_up.load(std::memory_order_relaxed)) return;
-          relax(spins);
+          spin_wait_step(spins++);
         }
         ball.value.store(2 * i + 2, std::memory_order_release);
       }
@@ -54,18 +36,18 @@ std::optional<double> one_batch(ThreadPool& pool, int round_trips) {
     }
     if (thread != 0) return;
     const auto deadline = Clock::now() + std::chrono::milliseconds(100);
-    for (int64_t spins = 0; !joined.load(std::memory_order_acquire);) {
+    for (int spins = 0; !joined.load(std::memory_order_acquire);) {
       if (Clock::now() > deadline) {
         gave_up.store(true, std::memory_order_relaxed);
         return;
       }
-      relax(spins);
+      spin_wait_step(spins++);
     }
     const auto t0 = Clock::now();
     for (int64_t i = 0; i < round_trips; ++i) {
       ball.value.store(2 * i + 1, std::memory_order_release);
-      for (int64_t spins = 0; ball.value.load(std::memory_order_acquire) != 2 * i + 2;)
-        relax(spins);
+      for (int spins = 0; ball.value.load(std::memory_order_acquire) != 2 * i + 2;)
+        spin_wait_step(spins++);
     }
     ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / round_trips;
   });

@@ -8,14 +8,7 @@
 #include <string>
 #include <utility>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define TANDEM_CPU_RELAX() _mm_pause()
-#elif defined(__aarch64__)
-#define TANDEM_CPU_RELAX() asm volatile("yield")
-#else
-#define TANDEM_CPU_RELAX() ((void)0)
-#endif
+#include "core/spin_wait.h"
 
 namespace tandem {
 namespace {
@@ -33,17 +26,6 @@ struct JobError {
     if (!error) error = std::current_exception();
   }
 };
-
-// One step of a wait loop: a CPU pause at first; then give the core away on
-// each step, so that on an oversubscribed machine (other processes, or more
-// threads than cores) the thread we wait for gets to run.
-inline void relax(int iteration) {
-  if (iteration < 2048) {
-    TANDEM_CPU_RELAX();
-  } else {
-    std::this_thread::yield();
-  }
-}
 
 }  // namespace
 
@@ -191,7 +173,7 @@ void ThreadPool::dispatch(const std::function<void(int)>& fn) {
   // Close the region, then wait for the workers that joined it. seq_cst pairs
   // with the worker's increment of active_ before it checks open_generation_.
   open_generation_.store(0);
-  for (int i = 0; active_.load() != 0; ++i) relax(i);
+  for (int i = 0; active_.load() != 0; ++i) spin_wait_step(i);
   job_ = nullptr;
   if (region.busy_ns) {
     ++regions_;
@@ -210,7 +192,7 @@ void ThreadPool::worker(int index) {
     for (int i = 0;; ++i) {
       g = generation_.load(std::memory_order_acquire);
       if (g != seen) break;
-      relax(i);
+      spin_wait_step(i);
       if ((i & 255) == 255 && std::chrono::steady_clock::now() - spin_start > kSpinTime) {
         std::unique_lock<std::mutex> lock(sleep_mu_);
         sleepers_.fetch_add(1);

@@ -120,9 +120,10 @@ HWY_INLINE VF OddBlocks(VF a, VF b) { return VF{_mm512_shuffle_f32x4(a.raw, b.ra
 
 // ---------------------------------------------------------------------------
 // 16 values of a cache row, as floats.
-HWY_INLINE VF Load16(const uint8_t* at, bool f16) {
+template <bool kF16>
+HWY_INLINE VF Load16(const uint8_t* at) {
   const DF df;
-  if (f16)
+  if constexpr (kF16)
     return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(),
                                        reinterpret_cast<const hwy::float16_t*>(at)));
   return hn::LoadU(df, reinterpret_cast<const float*>(at));
@@ -130,18 +131,27 @@ HWY_INLINE VF Load16(const uint8_t* at, bool f16) {
 
 // 16 values of each of 16 rows (at[j]: row j's first), transposed in registers
 // into dst[i * ld + j] = value i of row j: unpacks within pairs of rows, then
-// within groups of four, then 128-bit lane shuffles across the groups.
-HWY_INLINE void Transpose16(const uint8_t* const* at, bool f16, float* dst, size_t ld) {
+// within groups of four, then 128-bit lane shuffles across the groups. The
+// cache type is a template argument and every loop is unrolled, so that the 16
+// rows stay in registers: with the type tested per row, GCC kept the loads a
+// loop that stored them to the stack and read them back, and a one-row decode's
+// attention took 17-26% longer (docs/decisions.md, "Key rows transposed in
+// registers").
+template <bool kF16>
+HWY_INLINE void Transpose16(const uint8_t* const* at, float* dst, size_t ld) {
   const DF df;
   const hn::Repartition<double, DF> dd;
   VF r[16], a[16];
-  for (int i = 0; i < 16; ++i) r[i] = Load16(at[i], f16);
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) r[i] = Load16<kF16>(at[i]);
+#pragma GCC unroll 16
   for (int i = 0; i < 16; i += 2) {
     a[i] = hn::InterleaveLower(r[i], r[i + 1]);
     a[i + 1] = hn::InterleaveUpper(df, r[i], r[i + 1]);
   }
   // Group G (rows 4G..4G+3): r[4G + c] gets columns c, c+4, c+8, c+12 of those
   // rows, one column per 128-bit lane.
+#pragma GCC unroll 4
   for (int g = 0; g < 16; g += 4) {
     const auto a0 = hn::BitCast(dd, a[g]), a1 = hn::BitCast(dd, a[g + 1]);
     const auto a2 = hn::BitCast(dd, a[g + 2]), a3 = hn::BitCast(dd, a[g + 3]);
@@ -150,6 +160,7 @@ HWY_INLINE void Transpose16(const uint8_t* const* at, bool f16, float* dst, size
     r[g + 2] = hn::BitCast(df, hn::InterleaveLower(a1, a3));
     r[g + 3] = hn::BitCast(df, hn::InterleaveUpper(dd, a1, a3));
   }
+#pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     const VF e0 = EvenBlocks(r[c], r[4 + c]);  // G0, G1: c and c+8
     const VF e1 = OddBlocks(r[c], r[4 + c]);   // G0, G1: c+4 and c+12
@@ -180,7 +191,10 @@ HWY_INLINE void LoadKeysTransposed(const KeyBlockRows& rows, const KVSeqView& kv
         for (int j = 0; j < 16; ++j)
           at[j] = j0 + j < rows.n ? rows.k[j0 + j] + d0 * elem
                                   : reinterpret_cast<const uint8_t*>(kZeros);
-        Transpose16(at, f16, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
+        if (f16)
+          Transpose16<true>(at, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
+        else
+          Transpose16<false>(at, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
       }
     return;
   }

@@ -174,30 +174,34 @@ HWY_INLINE void Transpose16(const uint8_t* const* at, float* dst, size_t ld) {
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// LoadKeysTransposed for heads of a multiple of 16 values, 16 x 16 at a time,
+// the cache type (F16 or F32) chosen once per block.
+template <bool kF16>
+HWY_INLINE void TransposeKeys(const KeyBlockRows& rows, int hd, float* kt) {
+  static_assert(kKeyBlock % 16 == 0);
+  alignas(64) static constexpr float kZeros[16] = {};  // the rows past n, F32 or F16
+  constexpr size_t kElem = kF16 ? 2 : 4;
+  for (int j0 = 0; j0 < kKeyBlock; j0 += 16)
+    for (int d0 = 0; d0 < hd; d0 += 16) {
+      const uint8_t* at[16];
+      for (int j = 0; j < 16; ++j)
+        at[j] = j0 + j < rows.n ? rows.k[j0 + j] + d0 * kElem
+                                : reinterpret_cast<const uint8_t*>(kZeros);
+      Transpose16<kF16>(at, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
+    }
+}
+#endif
+
 // A block's keys (rows.k), widened and transposed into kt[d * kKeyBlock + j] =
 // k_j[d] so that the keys run along the lanes; the slots past rows.n get zeros.
 // One value at a time, this was most of a one-row decode's attention.
 HWY_INLINE void LoadKeysTransposed(const KeyBlockRows& rows, const KVSeqView& kv, int hd,
                                    float* krow, float* kt) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  static_assert(kKeyBlock % 16 == 0);
-  if (hd % 16 == 0) {
-    alignas(64) static constexpr float kZeros[16] = {};  // the rows past n, F32 or F16
-    const bool f16 = kv.type == DType::F16;
-    const size_t elem = ValueBytes(kv);
-    for (int j0 = 0; j0 < kKeyBlock; j0 += 16)
-      for (int d0 = 0; d0 < hd; d0 += 16) {
-        const uint8_t* at[16];
-        for (int j = 0; j < 16; ++j)
-          at[j] = j0 + j < rows.n ? rows.k[j0 + j] + d0 * elem
-                                  : reinterpret_cast<const uint8_t*>(kZeros);
-        if (f16)
-          Transpose16<true>(at, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
-        else
-          Transpose16<false>(at, kt + size_t(d0) * kKeyBlock + j0, kKeyBlock);
-      }
-    return;
-  }
+  if (hd % 16 == 0)
+    return kv.type == DType::F16 ? TransposeKeys<true>(rows, hd, kt)
+                                 : TransposeKeys<false>(rows, hd, kt);
 #endif
   for (int j = 0; j < kKeyBlock; ++j) {
     if (j < rows.n)

@@ -111,6 +111,9 @@ struct Level {
   // (the running ones' too, which drafting_rounds misses: at 16 requests none
   // finishes within ten seconds).
   int64_t drafted_tokens = 0;
+  // Changes of the machine's speed the draft policy saw during the level
+  // (speculative/speed_shift.h): each rescaled its measured costs.
+  int speed_shifts = 0;
   std::vector<std::vector<int>> outputs;  // per request index; empty while unfinished
 
   double tok_per_s() const { return seconds > 0 ? tokens / seconds : 0; }
@@ -223,6 +226,7 @@ class LoadLoop {
     L.seconds = busy_ms_ / 1000;
     summarise(traces_, L);
     L.drafted_tokens = static_cast<int64_t>(engine_->metrics().drafted_tokens - warm_drafted_);
+    L.speed_shifts = engine_->runner().policy().speed_shifts() - warm_shifts_;
     if (o_.requests == 0 && busy_ms_ > 0) {
       L.seconds = std::min(busy_ms_, mark_ms()) / 1000;
       L.tokens = within_tokens_;
@@ -261,6 +265,7 @@ class LoadLoop {
       engine_->run();
     }
     warm_drafted_ = engine_->metrics().drafted_tokens;
+    warm_shifts_ = engine_->runner().policy().speed_shifts();
   }
 
   // Request i has prompt i (cyclically) and seed + i in both modes, so the
@@ -303,6 +308,7 @@ class LoadLoop {
   int within_finished_ = 0;
   int tokens_ = 0;             // emitted by the timed requests so far
   uint64_t warm_drafted_ = 0;  // the engine's drafted tokens after the warm-up
+  int warm_shifts_ = 0;        // the policy's speed shifts after the warm-up
   int submitted_ = 0, finished_ = 0, step_no_ = 0;
   double busy_ms_ = 0;
   Clock::time_point step_t0_;  // when the running step began
@@ -435,7 +441,8 @@ nlohmann::json level_json(const Level& L) {
                       {"acceptance_rate", L.acceptance},
                       {"tokens_per_round", L.tokens_per_round},
                       {"request_drafting_rounds", L.drafting_rounds},
-                      {"drafted_tokens", L.drafted_tokens}};
+                      {"drafted_tokens", L.drafted_tokens},
+                      {"speed_shifts", L.speed_shifts}};
   if (L.mismatches >= 0) {
     j["outputs_identical"] = L.mismatches == 0;
     j["outputs_compared"] = L.compared;

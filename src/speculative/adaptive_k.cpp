@@ -22,6 +22,11 @@ void RunningCost::add(double ms) {
   median_ = count_ % 2 == 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+void RunningCost::scale(double f) {
+  for (double& ms : recent_) ms *= f;
+  median_ *= f;
+}
+
 CostModel::CostModel() {
   verify_.reserve(512);
   draft_.reserve(128);
@@ -48,6 +53,21 @@ void CostModel::record(Points& points, int m, double ms) {
 bool CostModel::has_verify(int m) const {
   const auto it = first_at_least(verify_, m);
   return it != verify_.end() && it->count == m;
+}
+
+double CostModel::own_verify_ms(int m) const {
+  const auto it = first_at_least(verify_, m);
+  if (it == verify_.end() || it->count != m || it->cost.samples() < 3) return 0;
+  return it->cost.ms();
+}
+
+void CostModel::rescale(double f) {
+  for (Points* points : {&verify_, &draft_})
+    for (Point& p : *points) {
+      p.cost.scale(f);
+      p.ms *= f;
+    }
+  prefill_per_token_.scale(f);
 }
 
 void CostModel::record_verify(int positions, double ms) {

@@ -27,7 +27,10 @@ namespace tandem {
 class RunningCost {
  public:
   void add(double ms);
-  double ms() const { return median_; }  // 0 until measured
+  double ms() const { return median_; }   // 0 until measured
+  int samples() const { return count_; }  // measurements in the window
+  // Every measurement times f (the machine changed speed: SpeedShift).
+  void scale(double f);
 
  private:
   static constexpr int kWindow = 7;
@@ -77,6 +80,13 @@ class CostModel {
   int verify_points() const { return static_cast<int>(verify_.size()); }
   bool has_verify(int m) const;
   bool has_draft_step() const { return !draft_.empty(); }
+  // The median of the passes over exactly m positions, once three were
+  // measured (0 before): what the next such pass should cost.
+  double own_verify_ms(int m) const;
+  // Every cost measured so far times f: the machine changed speed
+  // (speculative/speed_shift.h), and each pass, draft step and prefill chunk
+  // now costs f times what it did.
+  void rescale(double f);
 
  private:
   // Measured points, sorted by count: flat, with room for the counts a server

@@ -13,6 +13,7 @@ DraftPolicy::DraftPolicy(const Drafter* drafter, SpecOptions opt, DraftPolicyTun
       opt_(opt),
       tuning_(tuning),
       guard_(tuning.rate_guard),
+      speed_shift_(tuning.speed_shift),
       pooled_(tuning.acceptance_fade),
       reach_(tuning.reach_fade),
       stop_(calibration_, costs_, {}, 0, 1, 0) {
@@ -382,6 +383,16 @@ void DraftPolicy::record_verdict(int id, const Draft& draft, int accepted) {
 }
 
 void DraftPolicy::record_round(const RoundCosts& r) {
+  // A change of the machine's speed rescales everything measured before it
+  // (speculative/speed_shift.h), before this round's pass joins the medians.
+  const double own = costs_.own_verify_ms(r.positions);
+  const double shift = speed_shift_.observe(own > 0 ? r.verify_ms / own : 0);
+  if (shift != 1) {
+    costs_.rescale(shift);
+    guard_.rescale(shift);
+    recent_ms_ *= shift;
+    ++speed_shifts_;
+  }
   costs_.record_verify(r.positions, r.verify_ms);
   if (r.step_ms >= 0) costs_.record_draft_step(r.drafting, r.step_ms);
   recent_tokens_ = tuning_.recent_fade * recent_tokens_ + r.emitted;

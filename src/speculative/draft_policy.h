@@ -11,6 +11,8 @@
 //    trimming of free (n-gram) proposals to the part worth verifying;
 //  - learning: the costs of verify passes, draft steps and prefill chunks, each
 //    request's acceptance, the draft's confidence calibration, the recent rate;
+//    all of them rescaled at once when the machine changes speed
+//    (speculative/speed_shift.h);
 //  - the realised rate (speculative/rate_guard.h): a batch size whose drafted
 //    rounds deliver fewer tokens per second than its plain rounds decodes plain,
 //    whatever the cost model predicts.
@@ -27,6 +29,7 @@
 #include "speculative/drafter.h"
 #include "speculative/rate_guard.h"
 #include "speculative/round_plan.h"
+#include "speculative/speed_shift.h"
 
 namespace tandem {
 
@@ -51,6 +54,7 @@ struct SpecOptions {
 // The policy's constants. docs/decisions.md gives the measurements behind them.
 struct DraftPolicyTuning {
   RateGuardTuning rate_guard;
+  SpeedShiftTuning speed_shift;
   // A request that stopped drafting tries one drafted token after probe_every
   // rounds; each probe after which drafting still does not pay doubles the wait,
   // up to probe_every << max_probe_backoff rounds, so text that stays
@@ -191,6 +195,8 @@ class DraftPolicy {
   const CostModel& costs() const { return costs_; }
   const RateGuard& rate_guard() const { return guard_; }
   const CatchUpReach& catch_up_reach() const { return reach_; }
+  // Changes of the machine's speed seen so far (each rescaled every cost).
+  int speed_shifts() const { return speed_shifts_; }
   const SpecOptions& options() const { return opt_; }
   const DraftPolicyTuning& tuning() const { return tuning_; }
   // A request's acceptance estimate (its prior before any verdict).
@@ -266,6 +272,8 @@ class DraftPolicy {
   DraftPolicyTuning tuning_;
   CostModel costs_;
   RateGuard guard_;
+  SpeedShift speed_shift_;
+  int speed_shifts_ = 0;
   ConfidenceCalibration calibration_;
   std::unordered_map<int, RequestState> requests_;
   AcceptanceEstimate pooled_;  // every request's verdicts together

@@ -140,6 +140,12 @@ void RateGuard::record(int batch, bool drafted, int emitted, double ms, bool sta
   }
 }
 
+void RateGuard::rescale(double f) {
+  for (BatchState& s : by_batch_)
+    for (std::vector<Faded>* rounds : {&s.plain, &s.drafted})
+      for (Faded& r : *rounds) r.ms *= f;
+}
+
 bool RateGuard::drafting_off(int batch) const {
   const BatchState* s = find(batch);
   return s && s->off;

@@ -111,6 +111,11 @@ class RateGuard {
   void record(int batch, bool drafted, int emitted, double ms, bool start_up = false,
               int decoding = 0);
 
+  // The machine changed speed by f (speculative/speed_shift.h): every round
+  // recorded so far, plain or drafted, at every batch size, now takes f times
+  // its milliseconds. The verdicts hold rounds to rates of the same machine.
+  void rescale(double f);
+
   // Whether `batch` requests decode plain because drafting lost there.
   bool drafting_off(int batch) const;
   // Whether drafting at `batch` has had its verdict (off, or judged on enough

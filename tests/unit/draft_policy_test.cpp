@@ -585,11 +585,12 @@ TEST(DraftPolicy, ARequestBornInATrialsStartUpIsStartUp) {
   EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0) << "a 20% gain is short of the trial margin";
   for (size_t i = 0; i < 4; ++i) sim.replace(i);  // four new requests, all decoding plain
   for (int r = 0; r < 5; ++r) EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0);
-  // Plain passes grow dearer (longer contexts): drafting now clears the margin.
-  sim.set_costs(FakeCosts{60, 2, 18});
+  // Plain passes grow dearer (longer contexts), 2 ms a round up to 60: drafting
+  // now clears the margin. (At once, 40 to 60 ms is the machine changing speed,
+  // which rescales every cost: speculative/speed_shift.h.)
   int r = 0;
-  while (drafting(sim.round(kAcceptAll)) == 0 && ++r < 50) {
-  }
+  for (double base = 42; drafting(sim.round(kAcceptAll)) == 0 && ++r < 50; base += 2)
+    sim.set_costs(FakeCosts{std::min(base, 60.0), 2, 18});
   ASSERT_LT(r, 50) << "drafting began";
   EXPECT_EQ(guard.judged_rounds(4), 0) << "the new requests' first drafted round is start-up";
   EXPECT_GT(drafting(sim.round(kAcceptAll)), 0);
@@ -730,4 +731,48 @@ TEST(DraftPolicy, AReachTheGuardCutsIsNotCounted) {
   EXPECT_EQ(drafting(sim.round(kAcceptAll)), 0) << "the guard keeps the round plain";
   sim.replace(0);
   EXPECT_EQ(sim.policy().catch_up_reach().spread(1, 1000), 1000) << "no reach counted";
+}
+
+// The machine gets faster mid-run (a host moving its guest to a placement with
+// more bandwidth): the passes now cost 1/1.45 of what they did, while the work
+// outside them that drafting adds (hidden_ms a drafted round) stays. Drafting
+// won at the old speed and loses at the new one. The rate guard's plain
+// reference, taken at the old speed, would hold the drafted rounds to plain
+// rounds 1.45x slower than they now are until its next refresh; the speed
+// shift rescales it within a few rounds and drafting turns off.
+namespace {
+struct SpeedChange {
+  bool drafting_before = false;  // drafting on when the machine changed
+  bool off_after = false;        // drafting off within `after` rounds of it
+};
+SpeedChange run_speed_change(DraftPolicyTuning tuning, int after) {
+  const Script half = [](int, size_t, int n) { return n / 2; };
+  const FakeCosts slow{58, 2.9, 11.6}, fast{40, 2, 8};
+  Simulation sim(4, slow, tuning);
+  sim.hide_drafting_cost(70);
+  for (int r = 0; r < 40; ++r) sim.round(half);
+  SpeedChange out;
+  out.drafting_before = !sim.policy().rate_guard().drafting_off(4);
+  sim.set_costs(fast);
+  for (int r = 0; r < after && !out.off_after; ++r) {
+    sim.round(half);
+    out.off_after = sim.policy().rate_guard().drafting_off(4);
+  }
+  return out;
+}
+}  // namespace
+
+TEST(DraftPolicy, AMachineThatChangesSpeedRescalesWhatWasMeasured) {
+  const int after = RateGuardTuning{}.judge_after + 8;  // well before a plain refresh
+  ASSERT_LT(after, RateGuardTuning{}.plain_refresh);
+  const SpeedChange seen = run_speed_change({}, after);
+  EXPECT_TRUE(seen.drafting_before) << "drafting wins at the old speed";
+  EXPECT_TRUE(seen.off_after) << "and is found to lose at the new one";
+  // The same run without the speed shift (a change of 100x and more only):
+  // the stale reference keeps drafting on.
+  DraftPolicyTuning blind;
+  blind.speed_shift.factor = 100;
+  const SpeedChange unseen = run_speed_change(blind, after);
+  EXPECT_TRUE(unseen.drafting_before);
+  EXPECT_FALSE(unseen.off_after);
 }

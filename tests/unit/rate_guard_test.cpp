@@ -367,3 +367,25 @@ TEST(RateGuard, ARefreshIsOfTheRoundsDraftedRoundsDecode) {
   const double refreshes = static_cast<double>(n) / (t.plain_refresh + t.refresh_rounds);
   EXPECT_NEAR(n - allowed, t.refresh_rounds * refreshes, t.refresh_rounds + 1);
 }
+
+// The machine changed speed (speculative/speed_shift.h): every round recorded
+// before takes the factor's milliseconds, so the plain reference, and with it
+// the verdict, is of the machine as it now runs. Drafted rounds at 7 tokens per
+// 50 ms win against plain's 4 per 40 ms; after the machine got 1.6x faster
+// (plain now 4 per 25 ms), the same drafted rounds at 7 per 31.25 ms no longer
+// win against a reference taken before.
+TEST(RateGuard, ARescaleMovesEveryRecordedRound) {
+  const RateGuardTuning t;
+  RateGuard g(t);
+  for (int i = 0; i < t.plain_reference; ++i) g.record(4, false, 4, 40);
+  for (int i = 0; i < t.judge_after; ++i) {
+    ASSERT_TRUE(g.allows(4));
+    g.record(4, true, 7, 50);
+  }
+  EXPECT_NEAR(g.drafted_over_plain(4), 1.4, 1e-9);
+  g.rescale(1 / 1.6);
+  EXPECT_NEAR(g.plain_rate(4), 0.16, 1e-9);
+  EXPECT_NEAR(g.drafted_rate(4), 0.224, 1e-9);
+  EXPECT_NEAR(g.drafted_over_plain(4), 1.4, 1e-9) << "a rescale alone changes no verdict";
+  EXPECT_FALSE(g.drafting_off(4));
+}

@@ -247,6 +247,33 @@ TEST(AdaptiveK, ACostIsTheMedianOfItsLastSevenMeasurements) {
   EXPECT_DOUBLE_EQ(cost.ms(), 30.0) << "four of seven at the new level: followed";
 }
 
+// A count's own median is read once three passes were measured; a rescale
+// (the machine changed speed) moves every measured cost by its factor, and the
+// medians then follow new measurements at the new level.
+TEST(AdaptiveK, ARescaleMovesEveryMeasuredCost) {
+  CostModel c;
+  c.record_verify(4, 40.0);
+  c.record_verify(4, 41.0);
+  EXPECT_EQ(c.own_verify_ms(4), 0.0) << "two passes: no median to hold a pass to yet";
+  c.record_verify(4, 42.0);
+  c.record_verify(9, 50.0);
+  c.record_draft_step(4, 10.0);
+  c.record_prefill(64, 64.0);
+  EXPECT_DOUBLE_EQ(c.own_verify_ms(4), 41.0);
+  EXPECT_EQ(c.own_verify_ms(9), 0.0);
+  EXPECT_EQ(c.own_verify_ms(5), 0.0) << "an unmeasured count has no median of its own";
+  c.rescale(0.5);
+  EXPECT_DOUBLE_EQ(c.own_verify_ms(4), 20.5);
+  EXPECT_DOUBLE_EQ(c.verify_ms(9), 25.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(6), 20.5 + 2 * (25.0 - 20.5) / 5);
+  EXPECT_DOUBLE_EQ(c.draft_step_ms(4), 5.0);
+  EXPECT_DOUBLE_EQ(c.verify_ms(12), 25.0 + 3 * 0.9)
+      << "beyond the largest: the slope of 0.9 ms a position, not prefill's 1 ms from before the "
+         "rescale (now 0.5)";
+  for (double ms : {21.0, 21.0}) c.record_verify(4, ms);
+  EXPECT_DOUBLE_EQ(c.own_verify_ms(4), 21.0) << "the rescaled window and new passes together";
+}
+
 // A count's reading is the cheapest of its own cost and every larger count's:
 // four requests' plain point raised by a burst of slow rounds (and not measured
 // again while the batch drafts) reads as the pass over five positions does.

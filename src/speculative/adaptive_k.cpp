@@ -50,15 +50,16 @@ void CostModel::record(Points& points, int m, double ms) {
   }
 }
 
-bool CostModel::has_verify(int m) const {
+const CostModel::Point* CostModel::verify_point(int m) const {
   const auto it = first_at_least(verify_, m);
-  return it != verify_.end() && it->count == m;
+  return it != verify_.end() && it->count == m ? &*it : nullptr;
 }
 
+bool CostModel::has_verify(int m) const { return verify_point(m) != nullptr; }
+
 double CostModel::own_verify_ms(int m) const {
-  const auto it = first_at_least(verify_, m);
-  if (it == verify_.end() || it->count != m || it->cost.samples() < 3) return 0;
-  return it->cost.ms();
+  const Point* p = verify_point(m);
+  return p && p->cost.samples() >= 3 ? p->cost.ms() : 0;
 }
 
 void CostModel::rescale(double f) {

@@ -108,6 +108,8 @@ class CostModel {
   using Points = std::vector<Point>;
   // The first point of count m or more.
   static Points::const_iterator first_at_least(const Points& points, int m);
+  // The point of exactly m positions, or null.
+  const Point* verify_point(int m) const;
   static void record(Points& points, int m, double ms);
   static double estimate(const Points& points, int m, double min_slope = 0);
   Points verify_;  // the cost per position count
